@@ -1,0 +1,218 @@
+"""Encode a corpus or queries with a sparse encoder preset into files Lucene reads.
+
+    python -m lsr_pyserini.encode corpus  --encoder NAME_OR_PRESET [--model PATH_OR_HUB_ID] --input CORPUS --output DIR
+    python -m lsr_pyserini.encode queries --encoder NAME_OR_PRESET [--model PATH_OR_HUB_ID] --input QUERIES --output FILE.tsv
+
+Corpus output: JsonVectorCollection shards in DIR (plus DIR.manifest.json beside it), resumable.
+Query output: the TSV `pyserini.search.lucene --impact` reads, optionally JSONL with float weights.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from .cli import fail, run_main, warn
+from .data import CorpusCheck, InputError, read_corpus, read_queries
+from .encoders import build_encoder
+from .presets import available_presets, load_preset
+from .writer import ShardWriter, atomic_write, quantize, query_line, write_corpus_shards
+
+DEFAULT_SHARD_SIZE = 10_000
+TOPIC_PATH_TRAPS = ("cacm", "beir")
+
+
+def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:
+    parser.add_argument("--encoder", default="splade-tiny",
+                        help=f"preset name or preset .yaml path (default: splade-tiny; available: "
+                             f"{', '.join(available_presets())})")
+    parser.add_argument("--model", help="checkpoint folder or hub id replacing the preset's model")
+    parser.add_argument("--input", required=True,
+                        help="JSONL/JSONL.GZ file, BEIR folder or ir_datasets id" if side == "corpus"
+                        else "qid<TAB>text TSV file or ir_datasets id")
+    parser.add_argument("--batch-size", type=int, help="texts per forward pass (default: the preset's, else 32)")
+    parser.add_argument("--max-length", type=int,
+                        help=f"tokens kept per {'document' if side == 'corpus' else 'query'} "
+                             f"(default: the preset's {'doc' if side == 'corpus' else 'query'}_max_length)")
+    parser.add_argument("--top-k", type=int,
+                        help="keep only the k largest weights per text (default: the preset's; none = all)")
+    parser.add_argument("--impact-scale", type=float,
+                        help="integer impact = round(weight x scale) (default: the preset's, else 100)")
+    parser.add_argument("--pooling", choices=("max", "sum"), help="SPLADE pooling (default: the preset's)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.encode", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="side", required=True)
+    corpus = sub.add_parser("corpus", help="encode documents into JsonVectorCollection shards")
+    add_common_args(corpus, "corpus")
+    corpus.add_argument("--output", required=True, help="folder for the shards (DIR.manifest.json goes beside it)")
+    corpus.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
+                        help=f"documents per shard, the unit of resumption (default: {DEFAULT_SHARD_SIZE})")
+    corpus.add_argument("--overwrite", action="store_true",
+                        help="discard existing output instead of resuming or refusing")
+    queries = sub.add_parser("queries", help="encode queries into a Lucene impact query TSV")
+    add_common_args(queries, "queries")
+    queries.add_argument("--output", required=True, help="query TSV (qid<TAB>terms repeated by impact)")
+    queries.add_argument("--float-weights", metavar="FILE.jsonl",
+                         help="also write {\"id\", \"vector\": {term: float}} per query")
+    queries.add_argument("--query-mode", choices=("model", "tokenizer"),
+                         help="'tokenizer' = inference-free queries (default: the preset's)")
+    queries.add_argument("--query-weights", help="JSON {term: weight} table for --query-mode tokenizer")
+    return parser
+
+
+def resolve_settings(args) -> dict:
+    """Preset settings with the command line's overrides applied."""
+    settings = load_preset(args.encoder)
+    side = "doc" if args.side == "corpus" else "query"
+    overrides = {
+        "model": args.model,
+        "batch_size": args.batch_size,
+        f"{side}_max_length": args.max_length,
+        f"{side}_top_k": args.top_k,
+        "impact_scale": args.impact_scale,
+        "pooling": args.pooling,
+        "query_mode": getattr(args, "query_mode", None),
+        "query_weights": getattr(args, "query_weights", None),
+    }
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    for key in ("batch_size", f"{side}_max_length", f"{side}_top_k", "impact_scale"):
+        value = settings.get(key)
+        if value is not None and value <= 0:
+            raise InputError(f"{key.replace('_', '-')} must be positive, got {value}")
+    settings.setdefault("impact_scale", 100)
+    settings.setdefault("batch_size", 32)
+    return settings
+
+
+def encode_in_length_order(encode, texts: list[str], batch_size: int, progress=None) -> list[dict]:
+    """Encode texts in batches of similar length (less padding); results in the input order."""
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    results: list[dict | None] = [None] * len(texts)
+    for start in range(0, len(order), batch_size):
+        batch = order[start:start + batch_size]
+        for i, vector in zip(batch, encode([texts[i] for i in batch])):
+            results[i] = vector
+        if progress is not None:
+            progress.update(len(batch))
+    return results
+
+
+def input_identity(source: str) -> dict:
+    path = Path(source)
+    if path.is_dir():
+        path = next((path / n for n in ("corpus.jsonl", "corpus.jsonl.gz") if (path / n).is_file()), path)
+    if path.is_file():
+        stat = path.stat()
+        return {"input": str(path.resolve()), "input_bytes": stat.st_size, "input_mtime_ns": stat.st_mtime_ns}
+    return {"input": source}
+
+
+def progress_bar(total: int, quiet: bool, unit: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit=unit, disable=quiet, dynamic_ncols=True, smoothing=0.1)
+
+
+def encode_corpus(args, settings: dict) -> None:
+    if args.shard_size <= 0:
+        raise InputError(f"shard-size must be positive, got {args.shard_size}")
+    encoder = build_encoder(settings)
+    check = CorpusCheck(args.input).run()
+    if check.count == 0:
+        raise InputError(f"{args.input}: corpus has no documents")
+    if check.empty:
+        warn(f"{check.empty} of {check.count} documents have empty text; they are encoded anyway")
+    impact_scale = settings["impact_scale"]
+    manifest_settings = {"preset": settings.get("name"), "encoder": encoder.describe(),
+                         "impact_scale": impact_scale, "shard_size": args.shard_size,
+                         "documents": check.count, **input_identity(args.input)}
+    writer = ShardWriter(args.output, manifest_settings, overwrite=args.overwrite)
+    started = time.time()
+    progress = progress_bar(check.count, args.quiet, "doc")
+
+    def to_records(shard):
+        vectors = encode_in_length_order(encoder.encode_documents, [d.text for d in shard],
+                                         settings["batch_size"], progress)
+        return [{"id": doc.id, "contents": doc.text, "vector": quantize(vector, impact_scale)}
+                for doc, vector in zip(shard, vectors)]
+
+    try:
+        encoded_now = write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        done, _ = writer.totals()
+        fail(f"interrupted: {done} of {check.count} documents are in complete shards in {args.output}; "
+             f"run the same command again to resume", code=130)
+    progress.close()
+    documents, nonzeros = writer.totals()
+    elapsed = time.time() - started
+    writer.finish({
+        "toolkit_version": __version__,
+        "documents_written": documents,
+        "empty_documents": check.empty,
+        "avg_nonzeros_per_document": round(nonzeros / max(documents, 1), 3),
+        "shard_count": len(writer.shards),
+        "seconds_this_run": round(elapsed, 2),
+        "documents_per_second_this_run": round(encoded_now / elapsed, 2) if elapsed > 0 else None,
+    })
+    print(f"encoded {documents} documents into {len(writer.shards)} shard(s) in {args.output} "
+          f"({nonzeros / max(documents, 1):.1f} non-zero terms per document; "
+          f"manifest {writer.manifest})", file=sys.stderr)
+
+
+def encode_queries(args, settings: dict) -> None:
+    queries = list(read_queries(args.input))
+    if not queries:
+        raise InputError(f"{args.input}: no queries")
+    seen: set[str] = set()
+    for query in queries:
+        if query.id in seen:
+            raise InputError(f"{args.input}: duplicate query id {query.id!r}")
+        seen.add(query.id)
+    empty = sum(not q.text.strip() for q in queries)
+    if empty:
+        warn(f"{empty} of {len(queries)} queries have empty text; they are encoded anyway")
+    if any(trap in str(Path(args.output).resolve()) for trap in TOPIC_PATH_TRAPS):
+        warn(f"{args.output}: plain `pyserini.search.lucene` reads topic paths containing "
+             f"{' or '.join(TOPIC_PATH_TRAPS)} with a special reader; use `python -m lsr_pyserini.lucene search`, "
+             f"which works around it, or another file name")
+    encoder = build_encoder(settings)
+    progress = progress_bar(len(queries), args.quiet, "query")
+    vectors = encode_in_length_order(encoder.encode_queries, [q.text for q in queries],
+                                     settings["batch_size"], progress)
+    progress.close()
+    impacts = [quantize(vector, settings["impact_scale"]) for vector in vectors]
+    no_terms = sum(not imp for imp in impacts)
+    if no_terms:
+        warn(f"{no_terms} queries have no term left after quantisation; they will retrieve nothing")
+    atomic_write(Path(args.output), (query_line(q.id, imp) for q, imp in zip(queries, impacts)))
+    if args.float_weights:
+        atomic_write(Path(args.float_weights),
+                     (json.dumps({"id": q.id, "vector": v}, ensure_ascii=False) + "\n"
+                      for q, v in zip(queries, vectors)))
+    terms = sum(len(imp) for imp in impacts)
+    print(f"encoded {len(queries)} queries into {args.output} ({terms / len(queries):.1f} terms per query)",
+          file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    settings = resolve_settings(args)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    (encode_corpus if args.side == "corpus" else encode_queries)(args, settings)
+
+
+if __name__ == "__main__":
+    run_main(main)

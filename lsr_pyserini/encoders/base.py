@@ -1,0 +1,41 @@
+"""The sparse encoder interface and the Hugging Face loading helpers every family shares."""
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+
+from ..data import InputError
+
+SparseVector = dict[str, float]
+
+
+class SparseEncoder(ABC):
+    """Maps a batch of texts to a batch of non-negative `{term: weight}` vectors."""
+
+    @abstractmethod
+    def encode_documents(self, texts: list[str]) -> list[SparseVector]:
+        """Document-side vectors, one per text, in the same order."""
+
+    @abstractmethod
+    def encode_queries(self, texts: list[str]) -> list[SparseVector]:
+        """Query-side vectors, one per text, in the same order."""
+
+    def describe(self) -> dict:
+        """Settings that determine the output, recorded in manifests (JSON-serialisable)."""
+        return {}
+
+
+def model_error(reference: str, err: Exception) -> InputError:
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    hint = " (HF_HUB_OFFLINE=1 is set: pass a local folder with --model)" if offline else ""
+    detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return InputError(f"cannot load model {reference!r}: {detail}{hint}")
+
+
+def load_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except Exception as err:  # transformers raises many types for a bad folder or hub id
+        raise model_error(path, err) from None

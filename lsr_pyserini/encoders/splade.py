@@ -1,0 +1,209 @@
+"""SPLADE: log(1 + ReLU(MLM logits)) pooled over the text's positions (max: v2/++, sum: v1).
+
+Speed: the vocabulary projection (|V| x hidden) dominates the cost. Instead of materialising the
+batch x length x |V| logits tensor and pooling it afterwards, we run the model up to the input of
+its output-embedding layer, drop padding positions, and project one vocabulary slice at a time,
+reducing over positions while the slice is in cache. For max pooling the bias, ReLU and log1p are
+monotone, so they are applied once per term after the reduction. Results equal the direct
+computation up to floating-point summation order.
+
+Inference-free queries (`query_mode: tokenizer`) use the tokenizer alone: each distinct token of
+the query gets the weight from a per-term table (`query_weights`, e.g. an IDF JSON), or 1.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from ..data import InputError
+from ..presets import resolve_model
+from . import register
+from .base import SparseEncoder, SparseVector, load_tokenizer, model_error
+
+VOCAB_SLICE = 4096  # rows of the output embedding projected at once (~16 MiB of logits per 256 tokens)
+POOLINGS = ("max", "sum")
+QUERY_MODES = ("model", "tokenizer")
+
+
+class _HeadInput(Exception):
+    """Raised by a hook to stop the forward pass at the output-embedding layer."""
+
+    def __init__(self, hidden: torch.Tensor):
+        self.hidden = hidden
+
+
+def load_masked_lm(path: str):
+    """A masked-LM model; InputError when the checkpoint has no (trained) MLM head."""
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except Exception as err:
+        raise model_error(path, err) from None
+    try:
+        model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+    except ValueError as err:
+        if "Unrecognized configuration class" in str(err):
+            raise InputError(f"model {path!r}: {config.model_type} has no masked-LM head (SPLADE needs one)") from None
+        raise model_error(path, err) from None
+    except Exception as err:
+        raise model_error(path, err) from None
+    missing = sorted(info.get("missing_keys", ()))
+    if missing:
+        base = f"{model.base_model_prefix}."
+        what = "has no masked-LM head" if any(not k.startswith(base) for k in missing) else "is incomplete"
+        raise InputError(
+            f"model {path!r}: checkpoint {what} (missing {', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})"
+        )
+    return model.eval()
+
+
+class SpladeEncoder(SparseEncoder):
+    def __init__(
+        self,
+        model: str,
+        pooling: str = "max",
+        doc_max_length: int = 256,
+        query_max_length: int = 64,
+        doc_top_k: int | None = None,
+        query_top_k: int | None = None,
+        query_mode: str = "model",
+        query_weights: str | None = None,
+        **_ignored,
+    ):
+        if pooling not in POOLINGS:
+            raise InputError(f"pooling {pooling!r} is not one of {', '.join(POOLINGS)}")
+        if query_mode not in QUERY_MODES:
+            raise InputError(f"query_mode {query_mode!r} is not one of {', '.join(QUERY_MODES)}")
+        self.model_reference = model
+        self.path = resolve_model(model)
+        self.pooling = pooling
+        self.max_length = {"documents": int(doc_max_length), "queries": int(query_max_length)}
+        self.top_k = {"documents": doc_top_k, "queries": query_top_k}
+        self.query_mode = query_mode
+        self.tokenizer = load_tokenizer(self.path)
+        self.vocab = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+        self.model = load_masked_lm(self.path)  # documents always need it, even for inference-free queries
+        head = self.model.get_output_embeddings()
+        self._head_weight = head.weight.detach()
+        bias = getattr(head, "bias", None)
+        self._head_bias = bias.detach() if bias is not None else torch.zeros(self._head_weight.shape[0])
+        head.register_forward_pre_hook(self._stop_at_head)
+        self.query_weights_source = query_weights
+        self.query_weight_table = self._load_query_weights(query_weights) if query_mode == "tokenizer" else None
+
+    # -- model side -------------------------------------------------------------------------
+    @staticmethod
+    def _stop_at_head(_module, inputs):
+        raise _HeadInput(inputs[0])
+
+    def head_inputs(self, encoded) -> torch.Tensor:
+        """Hidden states that feed the output-embedding layer (batch x length x hidden)."""
+        try:
+            self.model(**encoded)
+        except _HeadInput as stop:
+            return stop.hidden
+        raise RuntimeError("the model never reached its output-embedding layer")
+
+    @torch.inference_mode()
+    def term_weights(self, texts: list[str], side: str) -> torch.Tensor:
+        """Dense batch x |V| SPLADE weights for `texts` (float32)."""
+        encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length[side],
+                                 return_tensors="pt")
+        hidden = self.head_inputs(encoded)
+        mask = encoded["attention_mask"].bool()
+        weight, bias = self._head_weight, self._head_bias
+        out = torch.empty(len(texts), weight.shape[0], dtype=torch.float32)
+        for row in range(len(texts)):
+            positions = hidden[row][mask[row]].float()
+            for start in range(0, weight.shape[0], VOCAB_SLICE):
+                logits = positions @ weight[start:start + VOCAB_SLICE].T
+                if self.pooling == "max":
+                    out[row, start:start + VOCAB_SLICE] = logits.amax(0)
+                else:
+                    logits += bias[start:start + VOCAB_SLICE]
+                    out[row, start:start + VOCAB_SLICE] = torch.log1p(torch.relu(logits)).sum(0)
+        if self.pooling == "max":
+            out = torch.log1p(torch.relu(out + bias))
+        return out
+
+    def _to_vectors(self, dense: torch.Tensor, side: str) -> list[SparseVector]:
+        top_k = self.top_k[side]
+        vectors = []
+        for row in dense:
+            if top_k:
+                values, ids = torch.topk(row, min(int(top_k), row.numel()))
+                keep = values > 0
+                values, ids = values[keep], ids[keep]
+            else:
+                ids = torch.nonzero(row, as_tuple=True)[0]
+                values = row[ids]
+            vectors.append({self.vocab[i]: w for i, w in zip(ids.tolist(), values.tolist())})
+        return vectors
+
+    def encode_documents(self, texts: list[str]) -> list[SparseVector]:
+        return self._to_vectors(self.term_weights(texts, "documents"), "documents")
+
+    # -- query side --------------------------------------------------------------------------
+    def _load_query_weights(self, source: str | None) -> dict[str, float] | None:
+        if not source:
+            return None
+        path = Path(source)
+        if not path.is_absolute() and (Path(self.path) / source).is_file():
+            path = Path(self.path) / source
+        elif not path.is_file() and not Path(self.path).exists():
+            try:
+                from huggingface_hub import hf_hub_download
+
+                path = Path(hf_hub_download(self.path, source))
+            except Exception as err:
+                raise model_error(f"{self.path}/{source}", err) from None
+        try:
+            table = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise InputError(f"{path}: cannot read query weights ({err})") from None
+        if not isinstance(table, dict):
+            raise InputError(f"{path}: query weights must be a JSON object {{term: weight}}")
+        return {str(k): float(v) for k, v in table.items()}
+
+    def _tokenizer_vectors(self, texts: list[str]) -> list[SparseVector]:
+        vectors = []
+        for text in texts:
+            ids = self.tokenizer(text, add_special_tokens=False, truncation=True,
+                                 max_length=self.max_length["queries"])["input_ids"]
+            vector = {}
+            for token in dict.fromkeys(self.tokenizer.convert_ids_to_tokens(ids)):
+                weight = self.query_weight_table.get(token, 0.0) if self.query_weight_table else 1.0
+                if weight > 0:
+                    vector[token] = weight
+            top_k = self.top_k["queries"]
+            if top_k and len(vector) > top_k:
+                vector = dict(sorted(vector.items(), key=lambda kv: -kv[1])[: int(top_k)])
+            vectors.append(vector)
+        return vectors
+
+    def encode_queries(self, texts: list[str]) -> list[SparseVector]:
+        if self.query_mode == "tokenizer":
+            return self._tokenizer_vectors(texts)
+        return self._to_vectors(self.term_weights(texts, "queries"), "queries")
+
+    def describe(self) -> dict:
+        return {
+            "family": "splade",
+            "model": self.model_reference,
+            "model_path": self.path,
+            "pooling": self.pooling,
+            "doc_max_length": self.max_length["documents"],
+            "query_max_length": self.max_length["queries"],
+            "doc_top_k": self.top_k["documents"],
+            "query_top_k": self.top_k["queries"],
+            "query_mode": self.query_mode,
+            "query_weights": self.query_weights_source,
+        }
+
+
+@register("splade")
+def build(settings: dict) -> SpladeEncoder:
+    return SpladeEncoder(**settings)

