@@ -84,12 +84,14 @@ class SpladeEncoder(SparseEncoder):
         self.top_k = {"documents": doc_top_k, "queries": query_top_k}
         self.query_mode = query_mode
         self.tokenizer = load_tokenizer(self.path)
-        self.vocab = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
         self.model = load_masked_lm(self.path)  # documents always need it, even for inference-free queries
         head = self.model.get_output_embeddings()
-        self._head_weight = head.weight.detach()
+        # Rows past the tokenizer's vocabulary (padded embedding matrices) name no term: drop them.
+        terms = min(head.weight.shape[0], len(self.tokenizer))
+        self.vocab = self.tokenizer.convert_ids_to_tokens(list(range(terms)))
+        self._head_weight = head.weight.detach()[:terms]
         bias = getattr(head, "bias", None)
-        self._head_bias = bias.detach() if bias is not None else torch.zeros(self._head_weight.shape[0])
+        self._head_bias = bias.detach()[:terms] if bias is not None else torch.zeros(terms)
         head.register_forward_pre_hook(self._stop_at_head)
         self.query_weights_source = query_weights
         self.query_weight_table = self._load_query_weights(query_weights) if query_mode == "tokenizer" else None

@@ -1,0 +1,88 @@
+"""Shared fixtures: tiny random-weight models built from configs, sample files, the real data."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "lsr_pyserini" / "sample"
+SHARED_DATA = Path(os.environ.get("LSR_PYSERINI_DATA_ROOT", REPO.parent / "shared" / "data"))
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def sample_vocabulary() -> list[str]:
+    words = set()
+    for path in (SAMPLE / "corpus.jsonl", SAMPLE / "queries.test.tsv"):
+        words.update(re.findall(r"[a-z0-9]+", path.read_text().lower()))
+    pieces = {f"##{c}" for c in "abcdefghijklmnopqrstuvwxyz0123456789"} | set("abcdefghijklmnopqrstuvwxyz0123456789")
+    punctuation = set(".,;:'\"()-_?!/{}[]")
+    return SPECIAL + sorted(words | pieces | punctuation)
+
+
+def build_tiny_bert(folder: Path, with_mlm_head: bool = True, seed: int = 0) -> Path:
+    """A 2-layer, 32-hidden BERT with random weights and a WordPiece tokenizer over the sample text."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = sample_vocabulary()
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = BertTokenizer(vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    model = (BertForMaskedLM if with_mlm_head else BertModel)(config)
+    if with_mlm_head:  # a visible bias so that pooling before the bias would be caught
+        with torch.no_grad():
+            model.cls.predictions.bias.normal_(0, 0.5)
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm(tmp_path_factory) -> Path:
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-mlm"))
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder_only(tmp_path_factory) -> Path:
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert-no-head"), with_mlm_head=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_preset(tmp_path_factory, tiny_mlm) -> Path:
+    path = tmp_path_factory.mktemp("presets") / "tiny-splade.yaml"
+    path.write_text(f"family: splade\nmodel: {tiny_mlm}\npooling: max\ndoc_max_length: 64\n"
+                    f"query_max_length: 16\nimpact_scale: 100\nbatch_size: 4\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not (SHARED_DATA / "scifact" / "corpus.jsonl.gz").is_file():
+        pytest.skip(f"real collections not found at {SHARED_DATA} (set LSR_PYSERINI_DATA_ROOT)")
+    return SHARED_DATA
+
+
+def run_tool(tool: str, *args, check: bool = False, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run `python -m lsr_pyserini.TOOL ARGS` as a user would; returns the completed process."""
+    result = subprocess.run([sys.executable, "-m", f"lsr_pyserini.{tool}", *map(str, args)],
+                            capture_output=True, text=True, cwd=cwd or REPO,
+                            env={**os.environ, "TQDM_DISABLE": "1"})
+    if check and result.returncode != 0:
+        raise AssertionError(f"{tool} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def error_lines(result: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("error:")]

@@ -1,0 +1,102 @@
+"""`python -m lsr_pyserini.encode` as users call it, on a tiny random model: outputs and bad input."""
+import json
+
+import pytest
+
+from conftest import SAMPLE, error_lines, run_tool
+from lsr_pyserini.writer import manifest_path
+
+
+def encode_corpus(preset, corpus, out, *extra):
+    return run_tool("encode", "corpus", "--encoder", preset, "--input", corpus, "--output", out, *extra)
+
+
+def shard_records(folder):
+    return [json.loads(line) for p in sorted(folder.iterdir()) for line in p.read_text().splitlines()]
+
+
+def test_corpus_shards_and_manifest(tiny_preset, tmp_path):
+    out = tmp_path / "vectors"
+    result = encode_corpus(tiny_preset, SAMPLE / "corpus.jsonl", out, "--shard-size", "5")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["part-00000.jsonl", "part-00001.jsonl", "part-00002.jsonl"]
+    records = shard_records(out)
+    assert [r["id"] for r in records] == [f"s{i}" for i in range(1, 13)]
+    assert records[0]["contents"].startswith("Vitamin D and bone health Vitamin D helps")
+    assert all(isinstance(v, int) and v > 0 for r in records for v in r["vector"].values())
+    manifest = json.loads(manifest_path(out).read_text())
+    assert manifest["status"] == "complete" and manifest["documents_written"] == 12
+    assert manifest["settings"]["encoder"]["doc_max_length"] == 64
+    avg = sum(len(r["vector"]) for r in records) / 12
+    assert manifest["avg_nonzeros_per_document"] == pytest.approx(avg, abs=1e-3)
+    again = encode_corpus(tiny_preset, SAMPLE / "corpus.jsonl", out, "--shard-size", "5")
+    assert again.returncode == 0 and shard_records(out) == records
+
+
+def test_queries_tsv_repeats_terms_by_rounded_weight(tiny_preset, tmp_path):
+    out, floats = tmp_path / "q.tsv", tmp_path / "q.jsonl"
+    result = run_tool("encode", "queries", "--encoder", tiny_preset, "--input", SAMPLE / "queries.test.tsv",
+                      "--output", out, "--float-weights", floats, "--impact-scale", "10")
+    assert result.returncode == 0, result.stderr
+    lines = out.read_text().splitlines()
+    vectors = [json.loads(line) for line in floats.read_text().splitlines()]
+    assert len(lines) == len(vectors) == 5
+    for line, vector in zip(lines, vectors):
+        qid, terms = line.split("\t")
+        assert qid == vector["id"]
+        counts = {}
+        for term in terms.split():
+            counts[term] = counts.get(term, 0) + 1
+        expected = {t: round(w * 10) for t, w in vector["vector"].items() if round(w * 10) > 0}
+        assert counts == expected
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"_id": "a", "text": "x"}\n{"_id": "b", "text": \n', "bad.jsonl:2: malformed JSON"),
+    ('{"_id": "a", "text": "x"}\n{"title": "no id"}\n', "bad.jsonl:2: missing document id"),
+    ('{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n', "bad.jsonl:2: duplicate document id 'a'"),
+    ('', "corpus has no documents"),
+])
+def test_bad_corpus_one_line_and_nothing_written_is_touched(tiny_preset, tmp_path, content, message):
+    out = tmp_path / "vectors"
+    assert encode_corpus(tiny_preset, SAMPLE / "corpus.jsonl", out).returncode == 0
+    before = shard_records(out)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(content)
+    result = encode_corpus(tiny_preset, bad, out)
+    assert result.returncode == 2
+    assert len(error_lines(result)) == 1 and message in error_lines(result)[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert shard_records(out) == before
+
+
+def test_other_bad_inputs(tiny_preset, tiny_encoder_only, tmp_path):
+    cases = [
+        (encode_corpus("no-such-preset", SAMPLE / "corpus.jsonl", tmp_path / "a"), "unknown encoder preset"),
+        (encode_corpus(tiny_preset, tmp_path / "missing.jsonl", tmp_path / "b"), "missing.jsonl: no such file"),
+        (encode_corpus(tiny_preset, SAMPLE / "corpus.jsonl", tmp_path / "c", "--model", tiny_encoder_only),
+         "has no masked-LM head"),
+        (run_tool("encode", "queries", "--encoder", tiny_preset, "--input", SAMPLE / "corpus.jsonl",
+                  "--output", tmp_path / "q.tsv"), "corpus.jsonl:1: expected 'qid<TAB>query text'"),
+    ]
+    for result, message in cases:
+        assert result.returncode == 2, result.stderr
+        assert len(error_lines(result)) == 1 and message in error_lines(result)[0], result.stderr
+    assert not (tmp_path / "c").exists() and not (tmp_path / "q.tsv").exists()
+
+
+def test_empty_texts_are_encoded_with_one_warning(tiny_preset, tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"_id": "a", "text": "vitamin"}\n{"_id": "b", "text": ""}\n{"_id": "c", "title": ""}\n')
+    result = encode_corpus(tiny_preset, corpus, tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == ["warning: 2 of 3 documents have empty text; they are encoded anyway"]
+    assert [r["id"] for r in shard_records(tmp_path / "out")] == ["a", "b", "c"]
+
+
+def test_help_on_every_command():
+    for tool in ("encode", "prepare", "evaluate", "regress", "lucene", "demo"):
+        result = run_tool(tool, "--help")
+        assert result.returncode == 0 and "usage" in (result.stdout + result.stderr).lower() or \
+            "python -m lsr_pyserini" in result.stdout, (tool, result.stderr)

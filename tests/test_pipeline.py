@@ -1,0 +1,38 @@
+"""Encode -> Lucene index -> search -> evaluate through the command-line tools, as the README shows."""
+import json
+
+from conftest import SAMPLE, run_tool
+
+
+def test_tiny_model_end_to_end_with_a_topics_path_pyserini_would_misread(tiny_preset, tmp_path):
+    vectors, index = tmp_path / "vectors", tmp_path / "index"
+    run_tool("encode", "corpus", "--encoder", tiny_preset, "--input", SAMPLE / "corpus.jsonl",
+             "--output", vectors, check=True)
+    topics = tmp_path / "cacm" / "queries.tsv"  # pyserini alone would parse this as CACM topics
+    run_tool("encode", "queries", "--encoder", tiny_preset, "--input", SAMPLE / "queries.test.tsv",
+             "--output", topics, check=True)
+    run_tool("lucene", "index", "--collection", "JsonVectorCollection", "--input", vectors, "--index", index,
+             "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized", "--threads", "1",
+             check=True)
+    run = tmp_path / "run.txt"
+    run_tool("lucene", "search", "--index", index, "--topics", topics, "--output", run, "--impact",
+             "--hits", "5", check=True)
+    lines = [line.split() for line in run.read_text().splitlines()]
+    assert {line[0] for line in lines} == {"q1", "q2", "q3", "q4", "q5"}
+    assert all(len(line) == 6 and line[1] == "Q0" for line in lines)
+    result = run_tool("lucene", "eval", "-c", "-m", "ndcg_cut.10", SAMPLE / "qrels.test.trec", run, check=True)
+    assert "ndcg_cut_10" in result.stdout
+
+
+def test_offline_demo_runs_the_main_job(tmp_path):
+    result = run_tool("demo", "--work", tmp_path / "demo")
+    assert result.returncode == 0, result.stderr
+    measured = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(measured) == {"bm25", "splade-tiny"}
+    assert measured["splade-tiny"]["ndcg_cut_10"] > 0.5
+    assert (tmp_path / "demo" / "run.splade-tiny.txt").is_file()
+
+
+def test_lucene_wrapper_rejects_unknown_tool():
+    result = run_tool("lucene", "frobnicate")
+    assert result.returncode == 2 and "unknown tool 'frobnicate'" in result.stderr
