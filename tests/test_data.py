@@ -86,3 +86,14 @@ def test_qrels_and_run(tmp_path):
     run.write_text("1 Q0 d1 1 high tag\n")
     with pytest.raises(InputError, match="run:1: score 'high'"):
         read_run(str(run))
+
+
+def test_corrupt_gzip_is_one_clear_error(tmp_path):
+    path = tmp_path / "c.jsonl.gz"
+    data = gzip.compress(b'{"_id": "a", "text": "x"}\n' * 100)
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="c.jsonl.gz: cannot read"):
+        list(read_corpus(str(path)))
+    path.write_bytes(b"not gzip at all")
+    with pytest.raises(InputError, match="c.jsonl.gz: cannot read"):
+        list(read_corpus(str(path)))

@@ -40,7 +40,7 @@ def test_queries_tsv_repeats_terms_by_rounded_weight(tiny_preset, tmp_path):
     assert result.returncode == 0, result.stderr
     lines = out.read_text().splitlines()
     vectors = [json.loads(line) for line in floats.read_text().splitlines()]
-    assert len(lines) == len(vectors) == 5
+    assert len(lines) == len(vectors) == len((SAMPLE / "queries.test.tsv").read_text().splitlines())
     for line, vector in zip(lines, vectors):
         qid, terms = line.split("\t")
         assert qid == vector["id"]
@@ -100,3 +100,40 @@ def test_help_on_every_command():
         result = run_tool(tool, "--help")
         assert result.returncode == 0 and "usage" in (result.stdout + result.stderr).lower() or \
             "python -m lsr_pyserini" in result.stdout, (tool, result.stderr)
+
+
+def test_ctrl_c_keeps_complete_shards_and_the_same_command_resumes(tiny_preset, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    corpus = tmp_path / "big.jsonl"
+    words = (SAMPLE / "corpus.jsonl").read_text().split()
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": " ".join(words[i % 50:i % 50 + 60])}) + "\n"
+                              for i in range(3000)))
+    out = tmp_path / "vectors"
+    command = [sys.executable, "-m", "lsr_pyserini.encode", "corpus", "--encoder", str(tiny_preset),
+               "--input", str(corpus), "--output", str(out), "--shard-size", "100", "--quiet"]
+    process = subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (out / "part-00001.jsonl").exists() and time.time() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "run the same command again to resume" in stderr
+    kept = sorted(p.name for p in out.iterdir())
+    assert 2 <= len(kept) < 30 and not (tmp_path / "vectors.partial").exists()
+    for shard in kept:  # every shard left behind is complete
+        assert len((out / shard).read_text().splitlines()) == 100
+
+    assert subprocess.run(command, cwd=REPO, capture_output=True).returncode == 0
+    fresh = tmp_path / "fresh"
+    fresh_command = command[:command.index("--output") + 1] + [str(fresh), "--shard-size", "100", "--quiet"]
+    assert subprocess.run(fresh_command, cwd=REPO, capture_output=True).returncode == 0
+    assert shard_records(out) == shard_records(fresh)
+    assert json.loads(manifest_path(out).read_text())["documents_written"] == 3000

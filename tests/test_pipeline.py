@@ -18,7 +18,8 @@ def test_tiny_model_end_to_end_with_a_topics_path_pyserini_would_misread(tiny_pr
     run_tool("lucene", "search", "--index", index, "--topics", topics, "--output", run, "--impact",
              "--hits", "5", check=True)
     lines = [line.split() for line in run.read_text().splitlines()]
-    assert {line[0] for line in lines} == {"q1", "q2", "q3", "q4", "q5"}
+    qids = {line.split("\t")[0] for line in (SAMPLE / "queries.test.tsv").read_text().splitlines()}
+    assert {line[0] for line in lines} == qids and len(qids) >= 5
     assert all(len(line) == 6 and line[1] == "Q0" for line in lines)
     result = run_tool("lucene", "eval", "-c", "-m", "ndcg_cut.10", SAMPLE / "qrels.test.trec", run, check=True)
     assert "ndcg_cut_10" in result.stdout
