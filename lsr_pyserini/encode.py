@@ -190,7 +190,8 @@ def encode_queries(args, settings: dict) -> None:
     vectors = encode_in_length_order(encoder.encode_queries, [q.text for q in queries],
                                      settings["batch_size"], progress)
     progress.close()
-    impacts = [quantize(vector, settings["impact_scale"]) for vector in vectors]
+    scale = settings.get("query_impact_scale") or settings["impact_scale"]
+    impacts = [quantize(vector, scale) for vector in vectors]
     no_terms = sum(not imp for imp in impacts)
     if no_terms:
         warn(f"{no_terms} queries have no term left after quantisation; they will retrieve nothing")

@@ -39,3 +39,25 @@ def load_tokenizer(path: str):
         return AutoTokenizer.from_pretrained(path)
     except Exception as err:  # transformers raises many types for a bad folder or hub id
         raise model_error(path, err) from None
+
+
+FAMILY_FILE = "lsr_family.json"
+
+
+def check_family(path: str, expected: str) -> None:
+    """Refuse a checkpoint this toolkit trained for another model family."""
+    import json
+    from pathlib import Path
+
+    marker = Path(path) / FAMILY_FILE
+    if marker.is_file():
+        family = json.loads(marker.read_text()).get("family")
+        if family != expected:
+            raise InputError(f"checkpoint {path} was trained as a {family!r} model, not {expected!r}")
+
+
+def write_family(path, family: str, **details) -> None:
+    import json
+    from pathlib import Path
+
+    (Path(path) / FAMILY_FILE).write_text(json.dumps({"family": family, **details}, indent=2) + "\n")

@@ -20,7 +20,7 @@ import torch
 from ..data import InputError
 from ..presets import resolve_model
 from . import register
-from .base import SparseEncoder, SparseVector, load_tokenizer, model_error
+from .base import SparseEncoder, SparseVector, check_family, load_tokenizer, model_error
 
 VOCAB_SLICE = 4096  # rows of the output embedding projected at once (~16 MiB of logits per 256 tokens)
 POOLINGS = ("max", "sum")
@@ -34,10 +34,12 @@ class _HeadInput(Exception):
         self.hidden = hidden
 
 
-def load_masked_lm(path: str):
-    """A masked-LM model; InputError when the checkpoint has no (trained) MLM head."""
+def load_masked_lm(path: str, family: str = "splade"):
+    """A masked-LM model; InputError when the checkpoint has no (trained) MLM head, or when this
+    toolkit trained it for another family than `family`."""
     from transformers import AutoConfig, AutoModelForMaskedLM
 
+    check_family(path, family)
     try:
         config = AutoConfig.from_pretrained(path)
     except Exception as err:

@@ -1,0 +1,24 @@
+"""Training: one data path and one loop shared by every model family.
+
+`python -m lsr_pyserini.train FAMILY ...` (see `__main__.py`). A family is a torch module with
+`loss(batch, step) -> (loss, {name: value})` and `save(folder)`, registered in `FAMILIES`.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+FAMILIES: dict[str, Callable] = {}
+
+
+def register(family: str):
+    def decorator(builder):
+        FAMILIES[family] = builder
+        return builder
+
+    return decorator
+
+
+def load_families() -> dict[str, Callable]:
+    from . import splade, tilde, tildev2  # noqa: F401  (each registers itself)
+
+    return FAMILIES

@@ -1,0 +1,85 @@
+"""Train or fine-tune a model family on queries, qrels, a corpus and hard negatives.
+
+    python -m lsr_pyserini.train FAMILY --queries Q.tsv --qrels QRELS --corpus CORPUS \\
+        --negatives RUN --output DIR [--base PRESET_OR_MODEL] [--teacher SCORES] ...
+
+FAMILY: splade (fine-tune a SPLADE checkpoint), tilde (BiQDL), tildev2 (contextualised exact
+match). Hard negatives come from a Lucene run of the training queries (BM25 by default: see
+eval/regressions/*.yaml for the steps). The output folder is a transformers checkpoint
+(safetensors) plus the family's head files, usable with `lsr_pyserini.encode --model DIR`.
+Interrupting (Ctrl-C) saves a checkpoint; the same command resumes from it.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..cli import run_main
+from ..data import InputError
+from ..presets import load_preset
+from . import load_families
+from .data import TrainingData
+from .loop import train
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="family", required=True)
+    for family, builder in load_families().items():
+        p = sub.add_parser(family, help=(builder.__doc__ or family).strip().splitlines()[0])
+        p.add_argument("--queries", required=True, help="training queries, qid<TAB>text TSV")
+        p.add_argument("--qrels", required=True, help="training qrels (qid 0 docid relevance)")
+        p.add_argument("--corpus", required=True, help="corpus: JSONL(.gz), BEIR folder or ir_datasets id")
+        p.add_argument("--negatives", required=True, help="TREC run of the training queries (e.g. BM25)")
+        p.add_argument("--output", required=True, help="folder for the trained checkpoint")
+        p.add_argument("--base", default=builder.default_base,
+                       help=f"preset name or checkpoint to start from (default: {builder.default_base})")
+        p.add_argument("--teacher", help="teacher scores 'qid docid score' for MarginMSE")
+        p.add_argument("--negatives-depth", type=int, default=100, help="run depth to sample negatives from (default: 100)")
+        p.add_argument("--epochs", type=int, default=1, help="passes over the training queries (default: 1)")
+        p.add_argument("--max-steps", type=int, help="stop after this many steps (default: all epochs)")
+        p.add_argument("--batch-size", type=int, default=8, help="queries per step (default: 8)")
+        p.add_argument("--group-size", type=int, default=2,
+                       help="documents per query: 1 positive + N-1 hard negatives (default: 2)")
+        p.add_argument("--lr", type=float, default=2e-5, help="AdamW learning rate (default: 2e-5)")
+        p.add_argument("--warmup-ratio", type=float, default=0.1, help="linear warm-up share of steps (default: 0.1)")
+        p.add_argument("--seed", type=int, default=42, help="random seed (default: 42)")
+        p.add_argument("--save-every", type=int, default=50, help="checkpoint every N steps (default: 50)")
+        p.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+        p.add_argument("--quiet", action="store_true", help="no progress bar")
+        builder.add_arguments(p)
+    return parser
+
+
+def base_model(base: str) -> str:
+    """A preset name resolves to the preset's model; anything else is a checkpoint."""
+    try:
+        return load_preset(base)["model"]
+    except InputError:
+        return base
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.group_size < 2:
+        raise InputError("--group-size must be at least 2 (a positive and a negative)")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from .loop import seed_everything
+
+    seed_everything(args.seed)
+    data = TrainingData(args.queries, args.qrels, args.corpus, args.negatives, args.negatives_depth, args.teacher)
+    model = load_families()[args.family](base_model(args.base), args)
+    settings = {k: v for k, v in vars(args).items() if k not in ("quiet", "save_every", "threads")}
+    summary = train(model, data, args.output, settings, epochs=args.epochs, batch_size=args.batch_size,
+                    group_size=args.group_size, lr=args.lr, seed=args.seed, warmup_ratio=args.warmup_ratio,
+                    max_steps=args.max_steps, save_every=args.save_every, quiet=args.quiet)
+    print(f"trained {args.family} for {summary['steps']} steps in {summary['seconds']} s -> {args.output}",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    run_main(main)

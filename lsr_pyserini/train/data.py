@@ -1,0 +1,118 @@
+"""The training data path every family shares: queries, qrels, corpus, hard negatives, teacher.
+
+Hard negatives are the top documents of a Lucene run (BM25 by default, produced by the toolkit's
+own `prepare` / `lucene index` / `lucene search` steps) that are not judged relevant. Each epoch
+every training query yields one group: a positive and `group_size - 1` negatives, sampled with the
+seeded generator so a run is reproducible and resumable.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..cli import warn
+from ..data import InputError, read_corpus, read_queries, read_run
+
+
+@dataclass
+class Batch:
+    queries: list[str]
+    documents: list[str]  # B groups of G: positive first, then hard negatives
+    group_size: int
+    teacher: list[list[float]] | None = None  # B x G teacher scores, when given
+    query_ids: list[str] = field(default_factory=list)
+    document_ids: list[str] = field(default_factory=list)
+
+
+def read_teacher(path: str) -> dict[str, dict[str, float]]:
+    scores: dict[str, dict[str, float]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != 3:
+                raise InputError(f"{path}:{line_no}: expected 'qid docid score'")
+            try:
+                scores.setdefault(fields[0], {})[fields[1]] = float(fields[2])
+            except ValueError:
+                raise InputError(f"{path}:{line_no}: score {fields[2]!r} is not a number") from None
+    return scores
+
+
+def read_qrels_lines(path: str) -> list[tuple[int, str, str, int]]:
+    if not Path(path).is_file():
+        raise InputError(f"{path}: no such file")
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != 4:
+                raise InputError(f"{path}:{line_no}: expected 'qid 0 docid relevance'")
+            try:
+                rows.append((line_no, fields[0], fields[2], int(fields[3])))
+            except ValueError:
+                raise InputError(f"{path}:{line_no}: relevance {fields[3]!r} is not an integer") from None
+    return rows
+
+
+class TrainingData:
+    """Validated training triples: every qrels line must name a known query and document."""
+
+    def __init__(self, queries: str, qrels: str, corpus: str, negatives: str, depth: int = 100,
+                 teacher: str | None = None):
+        self.queries = {q.id: q.text for q in read_queries(queries)}
+        self.corpus = {d.id: d.text for d in read_corpus(corpus)}
+        self.positives: dict[str, list[str]] = {}
+        for line_no, qid, docid, relevance in read_qrels_lines(qrels):
+            if qid not in self.queries:
+                raise InputError(f"{qrels}:{line_no}: query {qid!r} is not in {queries}")
+            if docid not in self.corpus:
+                raise InputError(f"{qrels}:{line_no}: document {docid!r} is not in the corpus {corpus}")
+            if relevance > 0:
+                self.positives.setdefault(qid, []).append(docid)
+        if not self.positives:
+            raise InputError(f"{qrels}: no relevant (relevance > 0) pair for any query")
+        run = read_run(negatives)
+        self.negatives: dict[str, list[str]] = {}
+        for qid, positives in self.positives.items():
+            pool = [d for d, _ in run.get(qid, [])[:depth] if d not in positives and d in self.corpus]
+            if pool:
+                self.negatives[qid] = pool
+        missing = len(self.positives) - len(self.negatives)
+        if not self.negatives:
+            raise InputError(f"{negatives}: empty negatives pool: the run has no non-relevant document "
+                             f"for any training query (is it a run of {queries}?)")
+        if missing:
+            warn(f"{missing} of {len(self.positives)} training queries have no hard negative in {negatives}; "
+                 f"they are left out")
+        self.query_ids = sorted(self.negatives)
+        self.teacher = read_teacher(teacher) if teacher else None
+
+    def __len__(self) -> int:
+        return len(self.query_ids)
+
+    def epoch_batches(self, epoch: int, seed: int, batch_size: int, group_size: int) -> list[Batch]:
+        """The epoch's batches, a pure function of (seed, epoch): resuming replays the same order."""
+        rng = random.Random(seed * 1_000_003 + epoch)
+        order = list(self.query_ids)
+        rng.shuffle(order)
+        batches = []
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            qids = order[start:start + batch_size]
+            docids = []
+            for qid in qids:
+                pool = self.negatives[qid]
+                negatives = rng.sample(pool, group_size - 1) if len(pool) >= group_size - 1 \
+                    else [rng.choice(pool) for _ in range(group_size - 1)]
+                docids += [rng.choice(self.positives[qid])] + negatives
+            teacher = None
+            if self.teacher is not None:
+                teacher = [[self.teacher.get(q, {}).get(d, 0.0) for d in docids[i * group_size:(i + 1) * group_size]]
+                           for i, q in enumerate(qids)]
+            batches.append(Batch([self.queries[q] for q in qids], [self.corpus[d] for d in docids],
+                                 group_size, teacher, qids, docids))
+        return batches

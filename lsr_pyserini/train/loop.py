@@ -1,0 +1,105 @@
+"""The one training loop: AdamW, linear warm-up and decay, clipping, progress bar with the loss,
+checkpoints that resume exactly (model, optimiser, scheduler, RNG and position in the data)."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..cli import fail
+from .data import TrainingData
+
+CHECKPOINT = "checkpoint.pt"
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _linear_schedule(total_steps: int, warmup_steps: int):
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / max(1, warmup_steps)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return factor
+
+
+def _save_checkpoint(path: Path, model, optimizer, scheduler, step: int, settings: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(), "step": step, "settings": settings,
+                "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+                "numpy_rng": np.random.get_state()}, tmp)
+    os.replace(tmp, path)
+
+
+def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int, batch_size: int,
+          group_size: int, lr: float, seed: int, warmup_ratio: float = 0.1, max_steps: int | None = None,
+          save_every: int = 50, quiet: bool = False) -> dict:
+    """Train `model` (a family module) and save it to `output`; returns a summary."""
+    from tqdm import tqdm
+
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    seed_everything(seed)
+    steps_per_epoch = len(data) // batch_size
+    if steps_per_epoch == 0:
+        fail(f"{len(data)} training queries are fewer than one batch of {batch_size}")
+    total = min(epochs * steps_per_epoch, max_steps or epochs * steps_per_epoch)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.01)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _linear_schedule(total, int(total * warmup_ratio)))
+    checkpoint = out / CHECKPOINT
+    step = 0
+    if checkpoint.is_file():
+        state = torch.load(checkpoint, weights_only=False)
+        if state["settings"] != settings:
+            fail(f"{checkpoint}: was written with other settings; use another --output or delete it")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        step = state["step"]
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
+        np.random.set_state(state["numpy_rng"])
+    model.train()
+    progress = tqdm(total=total, initial=step, unit="step", disable=quiet, dynamic_ncols=True)
+    started, last_logs = time.time(), {}
+    try:
+        for epoch in range(epochs):
+            for index, batch in enumerate(data.epoch_batches(epoch, seed, batch_size, group_size)):
+                position = epoch * steps_per_epoch + index
+                if position < step:
+                    continue
+                if step >= total:
+                    break
+                loss, logs = model.loss(batch, step)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                last_logs = {"loss": float(loss), **logs}
+                progress.set_postfix({k: f"{v:.4g}" for k, v in last_logs.items()})
+                progress.update(1)
+                if step % save_every == 0 and step < total:
+                    _save_checkpoint(checkpoint, model, optimizer, scheduler, step, settings)
+    except KeyboardInterrupt:
+        progress.close()
+        _save_checkpoint(checkpoint, model, optimizer, scheduler, step, settings)
+        fail(f"interrupted at step {step} of {total}: checkpoint saved; run the same command to resume", code=130)
+    progress.close()
+    model.eval()
+    model.save(out)
+    summary = {"steps": step, "seconds": round(time.time() - started, 1), "final": last_logs, **settings}
+    (out / "lsr_training.json").write_text(json.dumps(summary, indent=2) + "\n")
+    checkpoint.unlink(missing_ok=True)
+    return summary

@@ -1,0 +1,73 @@
+"""SPLADE fine-tuning: contrastive loss (in-batch + hard negatives), optional MarginMSE against a
+teacher, and FLOPS regularisers on both sides with a quadratic warm-up of their weights."""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from ..encoders.base import load_tokenizer, write_family
+from ..encoders.splade import load_masked_lm
+from ..presets import resolve_model
+from . import register
+from .data import Batch
+from .losses import contrastive_loss, flops, margin_mse, quadratic_warmup
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--doc-max-length", type=int, default=256, help="document tokens (default: 256)")
+    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
+    parser.add_argument("--lambda-d", type=float, default=1e-3, help="FLOPS weight, documents (default: 1e-3)")
+    parser.add_argument("--lambda-q", type=float, default=1e-3, help="FLOPS weight, queries (default: 1e-3)")
+    parser.add_argument("--flops-warmup-steps", type=int, default=100,
+                        help="steps of quadratic warm-up of the FLOPS weights (default: 100)")
+    parser.add_argument("--margin-mse-weight", type=float, default=1.0,
+                        help="weight of MarginMSE when --teacher is given (default: 1)")
+
+
+class SpladeFamily(torch.nn.Module):
+    def __init__(self, base: str, args):
+        super().__init__()
+        path = resolve_model(base)
+        self.tokenizer = load_tokenizer(path)
+        self.model = load_masked_lm(path)
+        self.args = args
+
+    def represent(self, texts: list[str], max_length: int) -> torch.Tensor:
+        encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        logits = self.model(**encoded).logits
+        # log1p and ReLU are monotone: pool first, then transform B x |V| instead of B x L x |V|
+        padding = ~encoded["attention_mask"].bool().unsqueeze(-1)
+        return torch.log1p(torch.relu(logits.masked_fill(padding, float("-inf")).amax(dim=1)))
+
+    def loss(self, batch: Batch, step: int):
+        queries = self.represent(batch.queries, self.args.query_max_length)
+        documents = self.represent(batch.documents, self.args.doc_max_length)
+        scores = queries @ documents.T
+        ranking = contrastive_loss(scores, batch.group_size)
+        logs = {"rank": float(ranking.detach())}
+        loss = ranking
+        if batch.teacher is not None:
+            distil = margin_mse(scores, torch.tensor(batch.teacher), batch.group_size)
+            loss = loss + self.args.margin_mse_weight * distil
+            logs["mse"] = float(distil)
+        lambda_d = quadratic_warmup(self.args.lambda_d, step, self.args.flops_warmup_steps)
+        lambda_q = quadratic_warmup(self.args.lambda_q, step, self.args.flops_warmup_steps)
+        loss = loss + lambda_d * flops(documents) + lambda_q * flops(queries)
+        logs["doc_nnz"] = float((documents > 0).sum(1).float().mean())
+        return loss, logs
+
+    def save(self, folder) -> None:
+        self.model.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
+        write_family(folder, "splade", pooling="max")
+
+
+@register("splade")
+def build(base: str, args) -> SpladeFamily:
+    """SPLADE: fine-tune a masked-LM SPLADE checkpoint (contrastive + FLOPS, optional MarginMSE)."""
+    return SpladeFamily(base, args)
+
+
+build.add_arguments = add_arguments
+build.default_base = "splade-tiny"

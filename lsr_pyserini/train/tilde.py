@@ -1,0 +1,68 @@
+"""TILDE training with the bi-directional query/document likelihood loss (BiQDL).
+
+For each (query, relevant passage) pair, the passage's first-position logits are trained with
+binary cross-entropy to predict which vocabulary terms occur in the query (query likelihood),
+and the query's to predict the passage's terms (document likelihood). Stop words, punctuation and
+special tokens are excluded from the targets; the loss is normalised by the number of valid terms.
+Only each group's positive is used: BiQDL needs no negatives.
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+from ..encoders.base import write_family
+from ..encoders.tilde import TildeModel
+from . import register
+from .data import Batch
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--doc-max-length", type=int, default=256, help="passage tokens (default: 256)")
+    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
+
+
+class TildeFamily(torch.nn.Module):
+    def __init__(self, base: str, args):
+        super().__init__()
+        self.tilde = TildeModel(base, args.doc_max_length, args.query_max_length)
+        self.model = self.tilde.model  # registers the parameters with this module
+        valid = torch.ones(self.tilde.vocab_size, dtype=torch.bool)
+        valid[self.tilde.excluded_ids] = False
+        self.register_buffer("valid", valid, persistent=False)
+
+    def targets(self, texts: list[str], side: str) -> torch.Tensor:
+        labels = torch.zeros(len(texts), self.tilde.vocab_size)
+        for row, text in enumerate(texts):
+            labels[row, self.tilde.token_ids(text, side)] = 1.0
+        return labels
+
+    def likelihood_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        losses = F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+        return (losses * self.valid).sum(1).mean() / self.valid.sum()
+
+    def loss(self, batch: Batch, step: int):
+        passages = batch.documents[:: batch.group_size]
+        query_likelihood = self.likelihood_loss(self.tilde.first_logits(passages, "documents"),
+                                                self.targets(batch.queries, "queries"))
+        document_likelihood = self.likelihood_loss(self.tilde.first_logits(batch.queries, "queries"),
+                                                   self.targets(passages, "documents"))
+        loss = (query_likelihood + document_likelihood) / 2
+        return loss, {"ql": float(query_likelihood), "dl": float(document_likelihood)}
+
+    def save(self, folder) -> None:
+        self.model.save_pretrained(folder)
+        self.tilde.tokenizer.save_pretrained(folder)
+        write_family(folder, "tilde")
+
+
+@register("tilde")
+def build(base: str, args) -> TildeFamily:
+    """TILDE: BERT masked-LM token likelihoods, trained with BiQDL (for expansion and TILDE-QL)."""
+    return TildeFamily(base, args)
+
+
+build.add_arguments = add_arguments
+build.default_base = "splade-tiny"

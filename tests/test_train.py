@@ -1,0 +1,178 @@
+"""The shared training path on tiny random models: losses, data checks, save/load, determinism,
+resumption, and the TILDE / TILDEv2 mechanics."""
+import json
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import SAMPLE, error_lines, run_tool
+from lsr_pyserini.data import InputError
+from lsr_pyserini.train import losses
+from lsr_pyserini.train.data import TrainingData
+
+QUERIES, QRELS, CORPUS = SAMPLE / "queries.test.tsv", SAMPLE / "qrels.test.trec", SAMPLE / "corpus.jsonl"
+
+
+@pytest.fixture(scope="module")
+def negatives(tmp_path_factory) -> Path:
+    """A run listing every sample document for every query (as a BM25 run would, minus scores)."""
+    path = tmp_path_factory.mktemp("runs") / "negatives.txt"
+    qids = [line.split("\t")[0] for line in QUERIES.read_text().splitlines()]
+    path.write_text("".join(f"{q} Q0 s{d} {d} {20 - d} bm25\n" for q in qids for d in range(1, 13)))
+    return path
+
+
+def test_losses_match_their_definitions():
+    scores = torch.tensor([[3.0, 1.0, 0.5, 0.2], [0.1, 0.3, 2.0, 1.0]])  # 2 queries, groups of 2
+    assert torch.isclose(losses.contrastive_loss(scores, 2), F.cross_entropy(scores, torch.tensor([0, 2])))
+    own = torch.tensor([[3.0, 1.0], [2.0, 1.0]])
+    assert torch.isclose(losses.contrastive_loss(scores, 2, in_batch=False), F.cross_entropy(own, torch.tensor([0, 0])))
+    teacher = torch.tensor([[5.0, 4.0], [1.0, 0.0]])
+    assert torch.isclose(losses.margin_mse(scores, teacher, 2), torch.tensor(((2 - 1) ** 2 + (1 - 1) ** 2) / 2))
+    reps = torch.tensor([[1.0, 0.0, 2.0], [3.0, 0.0, 0.0]])
+    assert torch.isclose(losses.flops(reps), torch.tensor(2.0 ** 2 + 0 + 1.0 ** 2))
+    assert losses.quadratic_warmup(1.0, 5, 10) == 0.25 and losses.quadratic_warmup(1.0, 20, 10) == 1.0
+
+
+def test_training_data_checks(tmp_path, negatives):
+    data = TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(negatives))
+    assert len(data) == 7
+    batches = data.epoch_batches(0, seed=1, batch_size=2, group_size=3)
+    assert len(batches) == 3 and all(len(b.documents) == 6 for b in batches)
+    assert batches[0].document_ids[0] in data.positives[batches[0].query_ids[0]]
+    assert [b.document_ids for b in data.epoch_batches(0, 1, 2, 3)] == [b.document_ids for b in batches]
+    bad = tmp_path / "qrels"
+    bad.write_text("q1 0 s1 1\nq1 0 nope 1\n")
+    with pytest.raises(InputError, match=r"qrels:2: document 'nope' is not in the corpus"):
+        TrainingData(str(QUERIES), str(bad), str(CORPUS), str(negatives))
+    bad.write_text("q99 0 s1 1\n")
+    with pytest.raises(InputError, match=r"qrels:1: query 'q99' is not in"):
+        TrainingData(str(QUERIES), str(bad), str(CORPUS), str(negatives))
+    only_positives = tmp_path / "run"
+    only_positives.write_text("q1 Q0 s1 1 9 bm25\nq2 Q0 s3 1 9 bm25\n")
+    with pytest.raises(InputError, match="empty negatives pool"):
+        TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(only_positives))
+
+
+def train_cli(family, base, out, negatives, *extra):
+    return run_tool("train", family, "--queries", QUERIES, "--qrels", QRELS, "--corpus", CORPUS,
+                    "--negatives", negatives, "--output", out, "--base", base, "--batch-size", "2",
+                    "--quiet", *extra)
+
+
+def test_splade_fine_tuning_saves_a_checkpoint_the_encoder_loads(tiny_mlm, tiny_preset, negatives, tmp_path):
+    result = train_cli("splade", tiny_mlm, tmp_path / "ft", negatives, "--max-steps", "2",
+                       "--doc-max-length", "32", "--query-max-length", "8")
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "ft"
+    assert {"config.json", "model.safetensors", "tokenizer.json", "lsr_family.json", "lsr_training.json"} \
+        <= {p.name for p in out.iterdir()}
+    assert json.loads((out / "lsr_training.json").read_text())["steps"] == 2
+    encoded = run_tool("encode", "queries", "--encoder", tiny_preset, "--model", out, "--input", QUERIES,
+                       "--output", tmp_path / "q.tsv")
+    assert encoded.returncode == 0, encoded.stderr
+    wrong = run_tool("encode", "queries", "--encoder", "encoders/tildev2.yaml", "--model", out,
+                     "--input", QUERIES, "--output", tmp_path / "q2.tsv")
+    assert wrong.returncode == 2
+    assert "trained as a 'splade' model, not 'tildev2'" in error_lines(wrong)[0]
+
+
+def test_same_seed_same_model_and_resume_is_exact(tiny_mlm, negatives, tmp_path):
+    from lsr_pyserini.train.loop import train
+    from lsr_pyserini.train.splade import SpladeFamily
+
+    args = Namespace(doc_max_length=16, query_max_length=8, lambda_d=1e-3, lambda_q=1e-3,
+                     flops_warmup_steps=2, margin_mse_weight=1.0)
+    data = TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(negatives))
+    kwargs = dict(epochs=2, batch_size=2, group_size=2, lr=1e-3, seed=3, save_every=1, quiet=True)
+
+    def trained(out, interrupt_at=None):
+        torch.manual_seed(0)
+        model = SpladeFamily(str(tiny_mlm), args)
+        if interrupt_at is not None:
+            real_loss = model.loss
+
+            def loss(batch, step):
+                if step == interrupt_at:
+                    raise KeyboardInterrupt
+                return real_loss(batch, step)
+
+            model.loss = loss
+        train(model, data, str(out), {"run": 1}, **kwargs)
+        return {k: v.clone() for k, v in model.state_dict().items()}
+
+    first = trained(tmp_path / "a")
+    assert all(torch.equal(first[k], v) for k, v in trained(tmp_path / "b").items())
+    with pytest.raises(SystemExit):
+        trained(tmp_path / "c", interrupt_at=3)
+    assert (tmp_path / "c" / "checkpoint.pt").is_file()
+    resumed = trained(tmp_path / "c")
+    assert all(torch.allclose(first[k], v, atol=1e-6) for k, v in resumed.items())
+    assert not (tmp_path / "c" / "checkpoint.pt").exists()
+
+
+def test_tilde_biqdl_expansion_and_tildev2(tiny_mlm, negatives, tmp_path):
+    result = train_cli("tilde", tiny_mlm, tmp_path / "tilde", negatives, "--max-steps", "2",
+                       "--doc-max-length", "32", "--query-max-length", "8", "--lr", "1e-3")
+    assert result.returncode == 0, result.stderr
+    expanded = tmp_path / "expanded.jsonl"
+    result = run_tool("expand", "--model", tmp_path / "tilde", "--input", CORPUS, "--output", expanded,
+                      "--top-m", "40")
+    assert result.returncode == 0, result.stderr
+    from lsr_pyserini.encoders.tilde import STOPWORDS
+
+    originals = {json.loads(l)["_id"]: json.loads(l) for l in CORPUS.read_text().splitlines()}
+    for line in expanded.read_text().splitlines():
+        record = json.loads(line)
+        original = (originals[record["_id"]]["title"] + " " + originals[record["_id"]]["text"])
+        assert record["text"].startswith(original)
+        added = record["text"][len(original):].split()
+        assert not any(t in STOPWORDS or t.startswith("##") for t in added)
+        assert not set(added) & set(original.lower().split())
+
+    result = train_cli("tildev2", tiny_mlm, tmp_path / "t2", negatives, "--max-steps", "2",
+                       "--group-size", "3", "--doc-max-length", "48")
+    assert result.returncode == 0, result.stderr
+    wrong = train_cli("tildev2", tmp_path / "tilde", tmp_path / "t3", negatives, "--max-steps", "1")
+    assert wrong.returncode == 2 and "trained as a 'tilde' model, not 'tildev2'" in error_lines(wrong)[0]
+
+
+def test_exact_match_scores_and_tildev2_vectors(tiny_mlm, tmp_path):
+    from lsr_pyserini.encoders.tildev2 import TildeV2Encoder, TildeV2Model, document_vectors
+    from lsr_pyserini.train.tildev2 import exact_match_scores
+
+    query_ids = torch.tensor([[5, 7, 0]])
+    query_mask = torch.tensor([[1.0, 1.0, 0.0]])
+    doc_ids = torch.tensor([[5, 9, 5, 7], [8, 8, 8, 8]])
+    weights = torch.tensor([[0.5, 3.0, 1.5, 2.0], [1.0, 1.0, 1.0, 1.0]])
+    assert exact_match_scores(query_ids, query_mask, doc_ids, weights).tolist() == [[1.5 + 2.0, 0.0]]
+    vocab = [f"t{i}" for i in range(10)]
+    assert document_vectors(weights[:1], doc_ids[:1], torch.tensor([[True, True, True, False]]), vocab) == \
+        [{"t5": 1.5, "t9": 3.0}]
+
+    folder = tmp_path / "published-layout"
+    model = TildeV2Model.from_pretrained(str(tiny_mlm), require_head=False)
+    torch.nn.init.constant_(model.tok_proj.bias, 0.25)
+    model.save(folder)
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(tiny_mlm).save_pretrained(folder)
+    encoder = TildeV2Encoder(str(folder), doc_max_length=32)
+    assert torch.equal(encoder.model.tok_proj.bias, torch.tensor([0.25]))
+    text = "vitamin d vitamin bones"
+    vector = encoder.encode_documents([text])[0]
+    encoded = encoder.tokenizer([text], return_tensors="pt")
+    with torch.no_grad():
+        direct = torch.relu(model.tok_proj(model.bert(**encoded).last_hidden_state)).squeeze(-1)[0]
+    tokens = encoder.tokenizer.convert_ids_to_tokens(encoded["input_ids"][0])
+    expected = {}
+    for token, weight in zip(tokens[1:-1], direct[1:-1].tolist()):
+        if weight > 0:
+            expected[token] = max(expected.get(token, 0.0), weight)
+    assert vector.keys() == expected.keys() and all(abs(vector[k] - expected[k]) < 1e-5 for k in expected)
+    assert encoder.encode_queries(["vitamin d vitamin"])[0] == {"vitamin": 2.0, "d": 1.0}
+    with pytest.raises(InputError, match="not a TILDEv2 checkpoint"):
+        TildeV2Encoder(str(tiny_mlm)).encode_documents(["x"])
