@@ -1,0 +1,299 @@
+"""BGE-M3 (Chen et al. 2024): one XLM-RoBERTa forward pass, three heads.
+
+A checkpoint in the published layout (e.g. `BAAI/bge-m3`) is a folder with the XLM-RoBERTa encoder
+(`config.json`, `model.safetensors`, tokenizer files) and two extra heads saved as state dicts of
+`torch.nn.Linear`: `sparse_linear.pt` (hidden -> 1) and `colbert_linear.pt` (hidden -> colbert dim).
+From the last hidden states H (batch x length x hidden):
+
+- **sparse** (what Lucene indexes): each position's weight is ReLU(sparse_linear(H)); a token that
+  occurs several times keeps its largest weight; the tokens FlagEmbedding drops are dropped (cls,
+  eos, pad, unk; bos and sep are the same ids in XLM-R). `<mask>` is kept, as FlagEmbedding does.
+- **dense**: H[:, 0] ([CLS]), L2-normalised.
+- **multi-vector (ColBERT)**: colbert_linear(H[:, 1:]) at non-padding positions (so `</s>` is
+  included and `<s>` is not), each vector L2-normalised.
+
+Scores, as in FlagEmbedding: dense = dot product; sparse = sum over shared terms of the weight
+products; colbert = mean over query vectors of the best dot product with a document vector; the
+hybrid score is the weighted sum, by default the paper's dense + 0.3 x sparse (`HYBRID_WEIGHTS`).
+
+Terms are the tokenizer's pieces (`▁word`, `ing`, ...), one term per vocabulary id (FlagEmbedding
+decodes ids to text, which merges `▁word` and `word`). Lucene splits pretokenized text on
+whitespace, so `term_for_piece` percent-encodes whitespace and `%` itself (`new york` ->
+`new%20york`, `50%` -> `50%25`): every other character is kept, and distinct pieces stay
+distinct terms. Queries and documents go through the same mapping.
+
+Reranking API (documents' embeddings are best computed once and stored):
+
+    model = BgeM3Model("BAAI/bge-m3")
+    query = model.encode(["what is bge-m3?"], "queries")      # BgeM3Output(dense, sparse, colbert)
+    docs = model.encode(candidate_texts, "documents")
+    scores = candidate_scores(query, docs)                     # {"dense": [n], "sparse": [n], "colbert": [n]}
+    final = hybrid_score(scores)                               # 1.0 x dense + 0.3 x sparse
+"""
+from __future__ import annotations
+
+import os
+from typing import Mapping, NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from ..data import InputError
+from ..presets import resolve_model
+from . import register
+from .base import SparseEncoder, SparseVector, load_tokenizer, model_error
+
+SPARSE_HEAD_FILE = "sparse_linear.pt"
+COLBERT_HEAD_FILE = "colbert_linear.pt"
+SUPPORTED_MODEL_TYPES = ("xlm-roberta",)
+HEADS = ("dense", "sparse", "colbert")
+# The paper's (and FlagEmbedding's) weights for dense + sparse: 1 : 0.3; ColBERT off by default
+# (the paper's all-three setting is dense 1, sparse 0.3, colbert 1).
+HYBRID_WEIGHTS: dict[str, float] = {"dense": 1.0, "sparse": 0.3, "colbert": 0.0}
+# Tokens whose sparse weight FlagEmbedding zeroes (by tokenizer role).
+DROPPED_TOKEN_ROLES = ("cls_token", "bos_token", "eos_token", "sep_token", "pad_token", "unk_token")
+ESCAPE = "%"
+
+
+def term_for_piece(piece: str) -> str:
+    """The index term for a tokenizer piece: whitespace and '%' percent-encoded (UTF-8), rest kept."""
+    if not any(ch == ESCAPE or ch.isspace() for ch in piece):
+        return piece
+    return "".join("".join(f"%{b:02X}" for b in ch.encode("utf-8")) if ch == ESCAPE or ch.isspace() else ch
+                   for ch in piece)
+
+
+class BgeM3Output(NamedTuple):
+    """Embeddings of n texts; a head that was not asked for is None."""
+
+    dense: torch.Tensor | None               # n x hidden, L2-normalised [CLS]
+    sparse: list[SparseVector] | None        # n x {term: weight > 0}
+    colbert: list[torch.Tensor] | None       # n x (tokens - 1) x colbert dim, rows L2-normalised
+
+
+def _fetch(path: str, filename: str) -> str:
+    """A local path to `filename` of the checkpoint (a folder or a hub id)."""
+    if os.path.isdir(path):
+        local = os.path.join(path, filename)
+        if not os.path.isfile(local):
+            raise InputError(f"model {path!r}: {filename} is missing (a BGE-M3 checkpoint has the XLM-RoBERTa "
+                             f"encoder plus {SPARSE_HEAD_FILE} and {COLBERT_HEAD_FILE})")
+        return local
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return hf_hub_download(path, filename)
+    except Exception as err:
+        raise model_error(f"{path}/{filename}", err) from None
+
+
+def _load_linear(path: str, filename: str, in_features: int, out_features: int | None) -> torch.nn.Linear:
+    """A torch.nn.Linear from a saved state dict, checked against the encoder's hidden size."""
+    local = _fetch(path, filename)
+    try:
+        state = torch.load(local, map_location="cpu", weights_only=True)
+    except Exception as err:
+        raise InputError(f"{local}: cannot read the head ({str(err).strip().splitlines()[0]})") from None
+    weight = state.get("weight") if isinstance(state, dict) else None
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or weight.shape[1] != in_features \
+            or (out_features is not None and weight.shape[0] != out_features) or set(state) - {"weight", "bias"}:
+        shape = tuple(weight.shape) if isinstance(weight, torch.Tensor) else None
+        expected = f"({out_features if out_features is not None else 'n'}, {in_features})"
+        raise InputError(f"{local}: not a state dict of torch.nn.Linear with weight {expected} "
+                         f"(keys {sorted(state) if isinstance(state, dict) else type(state).__name__}, weight {shape})")
+    linear = torch.nn.Linear(in_features, weight.shape[0], bias="bias" in state)
+    linear.load_state_dict(state)
+    return linear.eval()
+
+
+def check_config(path: str):
+    """The checkpoint's config; InputError unless it is an XLM-RoBERTa (BGE-M3 family) one."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except Exception as err:
+        raise model_error(path, err) from None
+    if config.model_type not in SUPPORTED_MODEL_TYPES:
+        raise InputError(f"model {path!r}: a {config.model_type} checkpoint, not a BGE-M3 one "
+                         f"(the bgem3 family needs {'/'.join(SUPPORTED_MODEL_TYPES)} with "
+                         f"{SPARSE_HEAD_FILE} and {COLBERT_HEAD_FILE})")
+    return config
+
+
+def load_encoder(path: str):
+    """The XLM-RoBERTa encoder without its (unused) pooler; InputError when weights are missing."""
+    from transformers import AutoModel
+
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the checkpoint's pooler weights are expected to go unused
+    try:
+        model, info = AutoModel.from_pretrained(path, add_pooling_layer=False, output_loading_info=True)
+    except Exception as err:
+        raise model_error(path, err) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    missing = sorted(info.get("missing_keys", ()))
+    if missing:
+        raise InputError(f"model {path!r}: checkpoint is incomplete (missing {', '.join(missing[:3])}"
+                         f"{', ...' if len(missing) > 3 else ''})")
+    return model.eval()
+
+
+class BgeM3Model:
+    """The BGE-M3 encoder with its dense, sparse and ColBERT heads, for encoding and re-ranking."""
+
+    def __init__(self, model: str, doc_max_length: int = 512, query_max_length: int = 64):
+        self.model_reference = model
+        self.path = resolve_model(model)
+        self.max_length = {"documents": int(doc_max_length), "queries": int(query_max_length)}
+        # Cheap checks first: the family (config), then the head files, then the large weights.
+        hidden = check_config(self.path).hidden_size
+        self.sparse_linear = _load_linear(self.path, SPARSE_HEAD_FILE, hidden, 1)
+        self.colbert_linear = _load_linear(self.path, COLBERT_HEAD_FILE, hidden, None)
+        self.tokenizer = load_tokenizer(self.path)
+        self.encoder = load_encoder(self.path)
+        self.dropped_ids = sorted({self.tokenizer.convert_tokens_to_ids(token)
+                                   for role in DROPPED_TOKEN_ROLES
+                                   if (token := getattr(self.tokenizer, role, None)) is not None})
+        pieces = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+        self.terms = [term_for_piece(piece) for piece in pieces]  # vocabulary id -> index term
+
+    def _tokenize(self, texts: list[str], side: str):
+        if side not in self.max_length:
+            raise ValueError(f"side must be 'documents' or 'queries', got {side!r}")
+        return self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length[side],
+                              return_tensors="pt")
+
+    @torch.inference_mode()
+    def encode(self, texts: list[str], side: str, heads: tuple[str, ...] = HEADS) -> BgeM3Output:
+        """Embeddings of `texts` (side 'documents' or 'queries' sets the maximum length)."""
+        unknown = set(heads) - set(HEADS)
+        if unknown:
+            raise ValueError(f"unknown heads {sorted(unknown)} (known: {', '.join(HEADS)})")
+        encoded = self._tokenize(texts, side)
+        hidden = self.encoder(**encoded).last_hidden_state.float()
+        mask = encoded["attention_mask"]
+        return BgeM3Output(
+            dense=F.normalize(hidden[:, 0], dim=-1) if "dense" in heads else None,
+            sparse=self._sparse(hidden, encoded["input_ids"], mask) if "sparse" in heads else None,
+            colbert=self._colbert(hidden, mask) if "colbert" in heads else None,
+        )
+
+    def _sparse(self, hidden: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor) -> list[SparseVector]:
+        weights = torch.relu(self.sparse_linear(hidden)).squeeze(-1)  # batch x length
+        dropped = set(self.dropped_ids)
+        vectors = []
+        for ids, row, keep in zip(input_ids.tolist(), weights.tolist(), mask.tolist()):
+            vector: SparseVector = {}
+            for token_id, weight, real in zip(ids, row, keep):
+                if real and weight > 0 and token_id not in dropped:
+                    term = self.terms[token_id]
+                    if weight > vector.get(term, 0.0):
+                        vector[term] = weight
+            vectors.append(vector)
+        return vectors
+
+    def _colbert(self, hidden: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
+        vectors = F.normalize(self.colbert_linear(hidden[:, 1:]), dim=-1)
+        lengths = mask[:, 1:].sum(1).tolist()
+        return [row[:n].clone() for row, n in zip(vectors, lengths)]
+
+    def describe(self) -> dict:
+        return {
+            "model": self.model_reference,
+            "model_path": self.path,
+            "doc_max_length": self.max_length["documents"],
+            "query_max_length": self.max_length["queries"],
+            "dropped_token_ids": self.dropped_ids,
+            "terms": "tokenizer pieces; whitespace and '%' percent-encoded",
+        }
+
+
+# -- scores (query embeddings against candidate documents' embeddings) ---------------------------
+def dense_score(query: torch.Tensor, docs: torch.Tensor) -> torch.Tensor:
+    """Dot products of normalised [CLS] vectors: query [hidden] or [m x hidden] against docs [n x hidden]."""
+    return query @ docs.T
+
+
+def sparse_score(query: SparseVector, doc: SparseVector) -> float:
+    """Sum over shared terms of query weight x document weight (FlagEmbedding's lexical matching score)."""
+    if len(doc) < len(query):
+        query, doc = doc, query
+    return sum(weight * doc[term] for term, weight in query.items() if term in doc)
+
+
+def colbert_score(query: torch.Tensor, doc: torch.Tensor) -> float:
+    """Mean over the query's vectors of the best dot product with one of the document's vectors."""
+    if query.shape[0] == 0 or doc.shape[0] == 0:
+        return 0.0
+    return float((query @ doc.T).amax(1).mean())
+
+
+def candidate_scores(query: BgeM3Output, docs: BgeM3Output, row: int = 0) -> dict[str, torch.Tensor]:
+    """Each head's score of query `row` against every document in `docs` (heads both sides have)."""
+    scores = {}
+    if query.dense is not None and docs.dense is not None:
+        scores["dense"] = dense_score(query.dense[row], docs.dense)
+    if query.sparse is not None and docs.sparse is not None:
+        scores["sparse"] = torch.tensor([sparse_score(query.sparse[row], d) for d in docs.sparse])
+    if query.colbert is not None and docs.colbert is not None:
+        scores["colbert"] = torch.tensor([colbert_score(query.colbert[row], d) for d in docs.colbert])
+    return scores
+
+
+def hybrid_score(scores: Mapping[str, torch.Tensor | float],
+                 weights: Mapping[str, float] = HYBRID_WEIGHTS) -> torch.Tensor | float:
+    """sum(weight x score) over heads with a non-zero weight (the paper's s_rank; no normalisation).
+
+    FlagEmbedding's `compute_score` divides by the sum of the weights, which ranks identically.
+    """
+    unknown = set(weights) - set(HEADS)
+    if unknown:
+        raise ValueError(f"unknown heads {sorted(unknown)} in weights (known: {', '.join(HEADS)})")
+    used = {head: weight for head, weight in weights.items() if weight}
+    missing = [head for head in used if head not in scores]
+    if missing:
+        raise ValueError(f"weights need the {', '.join(missing)} score(s), which were not computed")
+    if not used:
+        raise ValueError("all hybrid weights are zero")
+    return sum(weight * scores[head] for head, weight in used.items())
+
+
+# -- the sparse encoder the `encode` command uses ------------------------------------------------
+class BgeM3Encoder(SparseEncoder):
+    """BGE-M3's sparse head as a `SparseEncoder` (the dense and ColBERT heads are not computed)."""
+
+    def __init__(self, model: str, doc_max_length: int = 512, query_max_length: int = 64,
+                 doc_top_k: int | None = None, query_top_k: int | None = None, **settings):
+        for key in ("pooling", "query_weights"):
+            if settings.get(key) is not None:
+                raise InputError(f"{key} does not apply to the bgem3 family (it is a SPLADE setting)")
+        if settings.get("query_mode") not in (None, "model"):
+            raise InputError(f"query_mode {settings['query_mode']!r} does not apply to the bgem3 family")
+        self.top_k = {"documents": doc_top_k, "queries": query_top_k}
+        self.model = BgeM3Model(model, doc_max_length=doc_max_length, query_max_length=query_max_length)
+
+    def _encode(self, texts: list[str], side: str) -> list[SparseVector]:
+        vectors = self.model.encode(texts, side, heads=("sparse",)).sparse
+        top_k = self.top_k[side]
+        if top_k:
+            vectors = [dict(sorted(v.items(), key=lambda kv: -kv[1])[: int(top_k)]) for v in vectors]
+        return vectors
+
+    def encode_documents(self, texts: list[str]) -> list[SparseVector]:
+        return self._encode(texts, "documents")
+
+    def encode_queries(self, texts: list[str]) -> list[SparseVector]:
+        return self._encode(texts, "queries")
+
+    def describe(self) -> dict:
+        return {"family": "bgem3", **self.model.describe(),
+                "doc_top_k": self.top_k["documents"], "query_top_k": self.top_k["queries"]}
+
+
+@register("bgem3")
+def build(settings: dict) -> BgeM3Encoder:
+    return BgeM3Encoder(**settings)
