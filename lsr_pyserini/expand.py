@@ -1,10 +1,11 @@
 """Expand a corpus with TILDE: append each passage's most likely missing terms.
 
-    python -m lsr_pyserini.expand --model TILDE_DIR --input CORPUS --output EXPANDED.jsonl [--top-m 200]
+    python -m lsr_pyserini.expand --model TILDE_DIR --input CORPUS --output EXPANDED.jsonl [--top-m 200] [--store DIR]
 
 Output: JSONL `{"_id", "text"}` with the passage (title and text joined) followed by its
-expansion terms, readable by every `--input` of the toolkit (encode, prepare, train). The file
-appears only when complete.
+expansion terms, readable by every `--input` of the toolkit (encode, prepare, train). With
+`--store DIR`, the same forward pass also writes the TILDE store that `rerank --reranker tilde`
+(TILDE-QL) reads. Each output appears only when complete.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from .cli import run_main
 from .data import CorpusCheck, InputError, read_corpus
 from .encode import encode_in_length_order, progress_bar
-from .encoders.tilde import TildeModel
+from .encoders.tilde import TildeModel, TildeStore
 from .writer import atomic_write
 
 
@@ -25,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="TILDE checkpoint folder (or hub id, e.g. ielab/TILDE)")
     parser.add_argument("--input", required=True, help="corpus: JSONL(.gz), BEIR folder or ir_datasets id")
-    parser.add_argument("--output", required=True, help="expanded corpus, JSONL")
+    parser.add_argument("--output", help="expanded corpus, JSONL")
+    parser.add_argument("--store", help="also write the TILDE store (token likelihoods) for re-ranking here")
     parser.add_argument("--top-m", type=int, default=200,
                         help="predictions considered per passage before filtering (TILDEv2 paper: 128, 150, 200; default 200)")
     parser.add_argument("--max-length", type=int, default=256, help="passage tokens read by TILDE (default: 256)")
@@ -38,17 +40,27 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.top_m <= 0:
         raise InputError(f"--top-m must be positive, got {args.top_m}")
+    if not args.output and not args.store:
+        raise InputError("give --output (expanded corpus), --store (TILDE store) or both")
     check = CorpusCheck(args.input).run()
     tilde = TildeModel(args.model, doc_max_length=args.max_length)
     docs = list(read_corpus(args.input))
     progress = progress_bar(len(docs), args.quiet, "doc")
-    expansions = encode_in_length_order(lambda texts: tilde.expansions(texts, args.top_m),
-                                        [d.text for d in docs], args.batch_size, progress)
+    outputs = encode_in_length_order(lambda texts: tilde.passage_outputs(texts, args.top_m),
+                                     [d.text for d in docs], args.batch_size, progress)
     progress.close()
-    atomic_write(Path(args.output), (json.dumps({"_id": d.id, "text": " ".join([d.text, *terms]).strip()},
-                                                ensure_ascii=False) + "\n" for d, terms in zip(docs, expansions)))
-    added = sum(map(len, expansions)) / max(len(docs), 1)
-    print(f"expanded {check.count} passages into {args.output} ({added:.1f} terms added per passage)", file=sys.stderr)
+    expansions = [terms for terms, _ in outputs]
+    if args.store:
+        TildeStore.write(args.store, [d.id for d in docs], [loglik for _, loglik in outputs],
+                         [tilde.query_terms(d.text) for d in docs],
+                         {"model": args.model, "vocab_size": tilde.vocab_size, "doc_max_length": args.max_length})
+        print(f"wrote the TILDE store of {check.count} passages into {args.store}", file=sys.stderr)
+    if args.output:
+        atomic_write(Path(args.output), (json.dumps({"_id": d.id, "text": " ".join([d.text, *terms]).strip()},
+                                                    ensure_ascii=False) + "\n" for d, terms in zip(docs, expansions)))
+        added = sum(map(len, expansions)) / max(len(docs), 1)
+        print(f"expanded {check.count} passages into {args.output} ({added:.1f} terms added per passage)",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 step += 1
-                last_logs = {"loss": float(loss), **logs}
+                last_logs = {"loss": float(loss.detach()), **logs}
                 progress.set_postfix({k: f"{v:.4g}" for k, v in last_logs.items()})
                 progress.update(1)
                 if step % save_every == 0 and step < total:

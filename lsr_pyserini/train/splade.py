@@ -50,7 +50,7 @@ class SpladeFamily(torch.nn.Module):
         if batch.teacher is not None:
             distil = margin_mse(scores, torch.tensor(batch.teacher), batch.group_size)
             loss = loss + self.args.margin_mse_weight * distil
-            logs["mse"] = float(distil)
+            logs["mse"] = float(distil.detach())
         lambda_d = quadratic_warmup(self.args.lambda_d, step, self.args.flops_warmup_steps)
         lambda_q = quadratic_warmup(self.args.lambda_q, step, self.args.flops_warmup_steps)
         loss = loss + lambda_d * flops(documents) + lambda_q * flops(queries)

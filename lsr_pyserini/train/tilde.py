@@ -50,7 +50,7 @@ class TildeFamily(torch.nn.Module):
         document_likelihood = self.likelihood_loss(self.tilde.first_logits(batch.queries, "queries"),
                                                    self.targets(passages, "documents"))
         loss = (query_likelihood + document_likelihood) / 2
-        return loss, {"ql": float(query_likelihood), "dl": float(document_likelihood)}
+        return loss, {"ql": float(query_likelihood.detach()), "dl": float(document_likelihood.detach())}
 
     def save(self, folder) -> None:
         self.model.save_pretrained(folder)
