@@ -23,7 +23,7 @@ def register(family: str):
 def build_encoder(settings: dict) -> SparseEncoder:
     """An encoder from preset settings (the `family` key picks the builder)."""
     from ..data import InputError
-    from . import splade  # noqa: F401  (registers the family)
+    from . import promptreps, splade  # noqa: F401  (register their families)
 
     family = settings.get("family")
     if family not in FAMILIES:
