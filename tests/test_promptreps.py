@@ -112,6 +112,18 @@ def test_pipeline_sparse_lucene_dense_faiss_fused(preset, tmp_path):
     for tool, *args in steps:
         result = run_tool(tool, *args)
         assert result.returncode == 0, (tool, result.stdout[-2000:], result.stderr[-2000:])
+    # Lucene's impact scores are the dot products of the written (escaped) term vectors
+    sparse = read_run(str(tmp_path / "sparse.txt"))
+    doc_vectors = {r["id"]: r["vector"] for r in records}
+    for line in qtsv.read_text().splitlines():
+        qid, _, terms = line.partition("\t")
+        query = {}
+        for term in terms.split():
+            query[term] = query.get(term, 0) + 1
+        expected = {d: sum(w * v.get(t, 0) for t, w in query.items()) for d, v in doc_vectors.items()}
+        for doc, score in sparse.get(qid, []):
+            assert score == pytest.approx(expected[doc], rel=1e-4), (qid, doc)
+        assert len(sparse.get(qid, [])) == sum(s > 0 for s in expected.values())
     dense, hybrid = read_run(str(tmp_path / "dense.txt")), read_run(str(tmp_path / "hybrid.txt"))
     assert len(dense) == 7 and all(len(r) == 12 for r in dense.values())
     assert set(hybrid) == set(dense)
