@@ -4,7 +4,8 @@
 
 Re-ranks the first --queries-limit queries of RUN (each with its top --hits candidates, every one
 of which must be in STORE) with the `dense` re-ranker exactly as `python -m lsr_pyserini.rerank`
-does, one query at a time (the latency a search service sees), after one warm-up query. Printed:
+does, one query at a time (the latency a search service sees), after one warm-up query, on
+--threads torch threads (default 1). Printed:
 milliseconds per query for encoding the query, for scoring its candidates (gathering their
 vectors from the store and taking inner products) and in total, plus the store's size on disk,
 documents, dimensions and bytes per document.
@@ -38,7 +39,13 @@ def main() -> None:
     parser.add_argument("--queries-limit", type=int, default=100, help="queries timed (default: 100)")
     parser.add_argument("--hits", type=int, default=1000, help="candidates per query (default: 1000)")
     parser.add_argument("--reranker", default="dense", help="re-ranker name (default: dense)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (default: 1; one query at a time gains little from more, and "
+                             "more threads than free cores make each query many times slower)")
     args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
 
     texts = {q.id: q.text for q in read_queries(args.queries)}
     first_stage = candidates_of(read_run(args.run), args.hits)
@@ -70,7 +77,8 @@ def main() -> None:
     print(f"dimensions         {store.index.d}")
     print(f"faiss store size   {size / 2**20:.2f} MiB ({size / store.index.ntotal:.0f} bytes per document; "
           f"index.faiss {(store.path / 'index.faiss').stat().st_size / 2**20:.2f} MiB)")
-    print(f"queries timed      {len(total)} (candidates per query: {statistics.mean(candidates):.0f})")
+    print(f"queries timed      {len(total)} (candidates per query: {statistics.mean(candidates):.0f}; "
+          f"torch threads: {args.threads})")
     print(f"query encoding     {statistics.mean(encode_ms):.2f} ms/query (median {statistics.median(encode_ms):.2f})")
     print(f"candidate scoring  {statistics.mean(score_ms):.2f} ms/query (median {statistics.median(score_ms):.2f})")
     print(f"dense re-ranking   {statistics.mean(total):.2f} ms/query (median {statistics.median(total):.2f})")

@@ -55,6 +55,8 @@ def sentence_transformers_defaults(path: str) -> dict:
                     defaults["pooling"] = "mean"
             elif kind.endswith("Normalize"):
                 defaults["normalize"] = True
+            elif kind.endswith("Transformer") and module.get("path"):
+                defaults["transformer_path"] = str(folder / module["path"])  # older layouts: 0_Transformer/
         bert_config = folder / "sentence_bert_config.json"
         if bert_config.is_file():
             defaults["max_length"] = json.loads(bert_config.read_text()).get("max_seq_length")
@@ -81,9 +83,10 @@ class TransformerDenseEncoder:
         if self.pooling not in POOLINGS:
             raise InputError(f"pooling {self.pooling!r} is not one of {', '.join(POOLINGS)}")
         self.normalize = bool(defaults.get("normalize", False) if normalize is None else normalize)
-        self.tokenizer = load_tokenizer(self.path)
+        weights = defaults.get("transformer_path", self.path)
+        self.tokenizer = load_tokenizer(weights)
         try:
-            self.model = AutoModel.from_pretrained(self.path).eval()
+            self.model = AutoModel.from_pretrained(weights).eval()
         except Exception as err:
             raise model_error(self.path, err) from None
         limit = getattr(self.model.config, "max_position_embeddings", 512)

@@ -148,6 +148,13 @@ def test_rerank_bad_input(tiny_store, tmp_path):
         assert "Traceback" not in result.stderr and not out.exists()
 
 
+def test_dense_store_needs_an_encoder_with_a_dense_side(tiny_preset, tmp_path):
+    result = run_tool("encode", "corpus", "--encoder", tiny_preset, "--input", SAMPLE / "corpus.jsonl",
+                      "--output", tmp_path / "vectors", "--dense-store", tmp_path / "store")
+    assert result.returncode == 2 and "has no dense side" in error_lines(result)[0], result.stderr
+    assert not (tmp_path / "vectors").exists() and not (tmp_path / "store").exists()
+
+
 def test_help_of_the_new_commands():
     for tool in ("rerank", "fuse", "search_dense"):
         result = run_tool(tool, "--help")
