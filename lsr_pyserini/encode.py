@@ -2,9 +2,13 @@
 
     python -m lsr_pyserini.encode corpus  --encoder NAME_OR_PRESET [--model PATH_OR_HUB_ID] --input CORPUS --output DIR
     python -m lsr_pyserini.encode queries --encoder NAME_OR_PRESET [--model PATH_OR_HUB_ID] --input QUERIES --output FILE.tsv
+    python -m lsr_pyserini.encode dense   --model PATH_OR_HUB_ID --input CORPUS --output STORE [--pooling cls|mean] [--normalize]
 
 Corpus output: JsonVectorCollection shards in DIR (plus DIR.manifest.json beside it), resumable.
 Query output: the TSV `pyserini.search.lucene --impact` reads, optionally JSONL with float weights.
+Dense output: a dense store (faiss index + docids + manifest, see lsr_pyserini/dense.py) that
+`rerank --reranker dense` and `search_dense` read. Encoders with a dense side as well (PromptReps)
+fill a store in the same pass with `encode corpus ... --dense-store STORE`.
 """
 from __future__ import annotations
 
@@ -15,9 +19,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from . import __version__
 from .cli import fail, run_main, warn
 from .data import CorpusCheck, InputError, read_corpus, read_queries
+from .dense import POOLINGS, DenseStoreWriter, TransformerDenseEncoder
 from .encoders import build_encoder
 from .presets import available_presets, load_preset
 from .writer import ShardWriter, atomic_write, quantize, query_line, write_corpus_shards
@@ -43,6 +50,10 @@ def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:
     parser.add_argument("--impact-scale", type=float,
                         help="integer impact = round(weight x scale) (default: the preset's, else 100)")
     parser.add_argument("--pooling", choices=("max", "sum"), help="SPLADE pooling (default: the preset's)")
+    parser.add_argument("--chat-template", metavar="FILE",
+                        help="promptreps: Jinja chat template, for a tokenizer that has none (default: the tokenizer's)")
+    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"),
+                        help="promptreps: model weights' type (default: auto = bfloat16 where the hardware has it)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -58,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"documents per shard, the unit of resumption (default: {DEFAULT_SHARD_SIZE})")
     corpus.add_argument("--overwrite", action="store_true",
                         help="discard existing output instead of resuming or refusing")
+    corpus.add_argument("--dense-store", metavar="STORE",
+                        help="also write the encoder's dense vectors to this dense store, in the same "
+                             "forward pass (encoders with a dense side, e.g. promptreps; default: none)")
     queries = sub.add_parser("queries", help="encode queries into a Lucene impact query TSV")
     add_common_args(queries, "queries")
     queries.add_argument("--output", required=True, help="query TSV (qid<TAB>terms repeated by impact)")
@@ -66,11 +80,33 @@ def build_parser() -> argparse.ArgumentParser:
     queries.add_argument("--query-mode", choices=("model", "tokenizer"),
                          help="'tokenizer' = inference-free queries (default: the preset's)")
     queries.add_argument("--query-weights", help="JSON {term: weight} table for --query-mode tokenizer")
+    dense = sub.add_parser("dense", help="encode documents into a dense store (faiss) for re-ranking and dense search")
+    dense.add_argument("--model", required=True,
+                       help="sentence-transformers or Hugging Face encoder: folder, hub id or python-package:PKG/DIR")
+    dense.add_argument("--input", required=True, help="JSONL/JSONL.GZ file, BEIR folder or ir_datasets id")
+    dense.add_argument("--output", required=True, help="store folder to create (STORE.partial/ while encoding)")
+    dense.add_argument("--pooling", choices=POOLINGS,
+                       help="cls or mean pooling (default: the sentence-transformers config's, else cls)")
+    dense.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
+                       help="L2-normalise vectors (default: yes when the sentence-transformers folder has a "
+                            "Normalize module, else no)")
+    dense.add_argument("--max-length", type=int,
+                       help="tokens kept per text (default: the model's max_seq_length, else min(positions, 512))")
+    dense.add_argument("--query-prefix", default="", help="text put before each query, e.g. 'query: ' (default: none)")
+    dense.add_argument("--doc-prefix", default="", help="text put before each document, e.g. 'passage: ' (default: none)")
+    dense.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
+    dense.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
+                       help=f"documents per part, the unit of resumption (default: {DEFAULT_SHARD_SIZE})")
+    dense.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    dense.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+    dense.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
 def resolve_settings(args) -> dict:
     """Preset settings with the command line's overrides applied."""
+    if args.side == "dense":
+        return {}
     settings = load_preset(args.encoder)
     side = "doc" if args.side == "corpus" else "query"
     overrides = {
@@ -82,6 +118,8 @@ def resolve_settings(args) -> dict:
         "pooling": args.pooling,
         "query_mode": getattr(args, "query_mode", None),
         "query_weights": getattr(args, "query_weights", None),
+        "chat_template": args.chat_template,
+        "dtype": args.dtype,
     }
     settings.update({k: v for k, v in overrides.items() if v is not None})
     for key in ("batch_size", f"{side}_max_length", f"{side}_top_k", "impact_scale"):
@@ -122,51 +160,139 @@ def progress_bar(total: int, quiet: bool, unit: str):
     return tqdm(total=total, unit=unit, disable=quiet, dynamic_ncols=True, smoothing=0.1)
 
 
+def checked_corpus(source: str) -> CorpusCheck:
+    """Validate the corpus once before encoding (ids, duplicates) and warn about empty texts."""
+    check = CorpusCheck(source).run()
+    if check.count == 0:
+        raise InputError(f"{source}: corpus has no documents")
+    if check.empty:
+        warn(f"{check.empty} of {check.count} documents have empty text; they are encoded anyway")
+    return check
+
+
+class WithDenseStore:
+    """A sparse shard writer and a dense store filled shard by shard from the same forward pass.
+
+    The dense part of a shard is written before its sparse shard, so a complete sparse shard
+    always has its dense part and resuming stays correct. Records are (sparse records, (ids, matrix))."""
+
+    def __init__(self, sparse: ShardWriter, dense: DenseStoreWriter):
+        self.sparse, self.dense = sparse, dense
+
+    def is_complete(self, index: int) -> bool:
+        return self.sparse.is_complete(index) and self.dense.is_complete(index)
+
+    def adopt(self, index: int) -> None:
+        self.sparse.adopt(index)
+
+    def write_shard(self, index: int, records) -> None:
+        sparse_records, dense_part = records
+        self.dense.write_shard(index, dense_part)
+        self.sparse.write_shard(index, sparse_records)
+
+    def abandon(self) -> None:
+        self.dense.abandon()
+        self.sparse.abandon()
+
+
+def write_shards_or_stop(docs, writer, args, to_records, progress, total: int, done) -> int:
+    """`write_corpus_shards` with Ctrl-C turned into one line saying how to resume."""
+    try:
+        return write_corpus_shards(docs, writer, args.shard_size, to_records, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        fail(f"interrupted: {done()} of {total} documents are in complete shards for {args.output}; "
+             f"run the same command again to resume", code=130)
+
+
 def encode_corpus(args, settings: dict) -> None:
     if args.shard_size <= 0:
         raise InputError(f"shard-size must be positive, got {args.shard_size}")
     encoder = build_encoder(settings)
-    check = CorpusCheck(args.input).run()
-    if check.count == 0:
-        raise InputError(f"{args.input}: corpus has no documents")
-    if check.empty:
-        warn(f"{check.empty} of {check.count} documents have empty text; they are encoded anyway")
+    check = checked_corpus(args.input)
     impact_scale = settings["impact_scale"]
     manifest_settings = {"preset": settings.get("name"), "encoder": encoder.describe(),
                          "impact_scale": impact_scale, "shard_size": args.shard_size,
                          "documents": check.count, **input_identity(args.input)}
-    writer = ShardWriter(args.output, manifest_settings, overwrite=args.overwrite)
+    dense_store = None
+    if args.dense_store:
+        if not hasattr(encoder, "encode_documents_with_dense"):
+            raise InputError(f"--dense-store: encoder {settings.get('name')!r} ({settings.get('family')}) has no "
+                             f"dense side; build a store for a dense model with `encode dense`")
+        manifest_settings["dense_store"] = str(Path(args.dense_store).resolve())
+        dense_store = DenseStoreWriter(args.dense_store, {"encoder": encoder.dense.describe(),
+                                                          **{k: v for k, v in manifest_settings.items()
+                                                             if k in ("shard_size", "documents", "input")}},
+                                       overwrite=args.overwrite)
+    sparse_writer = ShardWriter(args.output, manifest_settings, overwrite=args.overwrite)
+    writer = WithDenseStore(sparse_writer, dense_store) if dense_store else sparse_writer
     started = time.time()
     progress = progress_bar(check.count, args.quiet, "doc")
 
     def to_records(shard):
-        vectors = encode_in_length_order(encoder.encode_documents, [d.text for d in shard],
-                                         settings["batch_size"], progress)
-        return [{"id": doc.id, "contents": doc.text, "vector": quantize(vector, impact_scale)}
-                for doc, vector in zip(shard, vectors)]
+        texts = [d.text for d in shard]
+        if dense_store is None:
+            vectors = encode_in_length_order(encoder.encode_documents, texts, settings["batch_size"], progress)
+        else:
+            pairs = encode_in_length_order(encoder.encode_documents_with_dense, texts, settings["batch_size"], progress)
+            vectors = [sparse for sparse, _ in pairs]
+        records = [{"id": doc.id, "contents": doc.text, "vector": quantize(vector, impact_scale)}
+                   for doc, vector in zip(shard, vectors)]
+        if dense_store is None:
+            return records
+        return records, ([d.id for d in shard], np.stack([dense for _, dense in pairs]))
 
-    try:
-        encoded_now = write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress)
-    except KeyboardInterrupt:
-        progress.close()
-        done, _ = writer.totals()
-        fail(f"interrupted: {done} of {check.count} documents are in complete shards in {args.output}; "
-             f"run the same command again to resume", code=130)
+    encoded_now = write_shards_or_stop(read_corpus(args.input), writer, args, to_records, progress,
+                                       check.count, lambda: sparse_writer.totals()[0])
     progress.close()
-    documents, nonzeros = writer.totals()
+    documents, nonzeros = sparse_writer.totals()
     elapsed = time.time() - started
-    writer.finish({
+    sparse_writer.finish({
         "toolkit_version": __version__,
         "documents_written": documents,
         "empty_documents": check.empty,
         "avg_nonzeros_per_document": round(nonzeros / max(documents, 1), 3),
-        "shard_count": len(writer.shards),
+        "shard_count": len(sparse_writer.shards),
         "seconds_this_run": round(elapsed, 2),
         "documents_per_second_this_run": round(encoded_now / elapsed, 2) if elapsed > 0 else None,
     })
-    print(f"encoded {documents} documents into {len(writer.shards)} shard(s) in {args.output} "
+    if dense_store is not None:
+        dense_store.finish(check.count, {"toolkit_version": __version__})
+    print(f"encoded {documents} documents into {len(sparse_writer.shards)} shard(s) in {args.output} "
           f"({nonzeros / max(documents, 1):.1f} non-zero terms per document; "
-          f"manifest {writer.manifest})", file=sys.stderr)
+          f"manifest {sparse_writer.manifest})" + (f"; dense vectors in {args.dense_store}" if dense_store else ""),
+          file=sys.stderr)
+
+
+def encode_dense(args) -> None:
+    for flag in ("batch_size", "shard_size", "max_length"):
+        value = getattr(args, flag)
+        if value is not None and value <= 0:
+            raise InputError(f"--{flag.replace('_', '-')} must be positive, got {value}")
+    encoder = TransformerDenseEncoder(args.model, pooling=args.pooling, normalize=args.normalize,
+                                      max_length=args.max_length, query_prefix=args.query_prefix,
+                                      doc_prefix=args.doc_prefix)
+    check = checked_corpus(args.input)
+    writer = DenseStoreWriter(args.output, {"encoder": encoder.describe(), "shard_size": args.shard_size,
+                                            "documents": check.count, **input_identity(args.input)},
+                              overwrite=args.overwrite)
+    started = time.time()
+    progress = progress_bar(check.count, args.quiet, "doc")
+
+    def to_records(shard):
+        rows = encode_in_length_order(encoder.encode_documents, [d.text for d in shard], args.batch_size, progress)
+        return [d.id for d in shard], np.stack(rows)
+
+    encoded_now = write_shards_or_stop(read_corpus(args.input), writer, args, to_records, progress,
+                                       check.count, writer.documents_done)
+    progress.close()
+    elapsed = time.time() - started
+    manifest = writer.finish(check.count, {
+        "toolkit_version": __version__, "seconds_this_run": round(elapsed, 2),
+        "documents_per_second_this_run": round(encoded_now / elapsed, 2) if elapsed > 0 else None})
+    size = sum(f.stat().st_size for f in Path(args.output).iterdir())
+    print(f"encoded {manifest['documents']} documents into {args.output} ({manifest['dim']} dimensions, "
+          f"pooling {encoder.pooling}, normalised {encoder.normalize}, {size / 2**20:.2f} MiB)", file=sys.stderr)
 
 
 def encode_queries(args, settings: dict) -> None:
@@ -212,7 +338,10 @@ def main(argv: list[str] | None = None) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    (encode_corpus if args.side == "corpus" else encode_queries)(args, settings)
+    if args.side == "dense":
+        encode_dense(args)
+    else:
+        (encode_corpus if args.side == "corpus" else encode_queries)(args, settings)
 
 
 if __name__ == "__main__":

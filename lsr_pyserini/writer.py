@@ -39,6 +39,15 @@ def query_line(qid: str, impacts: dict[str, int]) -> str:
     return f"{qid}\t{terms}\n"
 
 
+def run_lines(run: dict[str, list[tuple[str, float]]], tag: str) -> Iterator[str]:
+    """TREC run lines `qid Q0 docid rank score tag`, each query's list in the given order."""
+    if not tag or any(ch.isspace() for ch in tag):
+        raise InputError(f"run tag {tag!r} is empty or contains whitespace")
+    for qid, ranking in run.items():
+        for rank, (docid, score) in enumerate(ranking, start=1):
+            yield f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n"
+
+
 def atomic_write(path: Path, lines: Iterable[str]) -> None:
     """Write to `path` through a temporary sibling so the file is either complete or absent."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -86,3 +86,62 @@ def run_tool(tool: str, *args, check: bool = False, cwd: Path | None = None) -> 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:
     return [line for line in result.stderr.splitlines() if line.startswith("error:")]
+
+
+LLAMA3_STYLE_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"
+    "{{ message['content'] | trim }}<|eot_id|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
+)
+LLM_SPECIAL = ["<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"]
+
+
+def build_tiny_causal_lm(folder: Path, architecture: str = "llama", chat_template: bool = True,
+                         seed: int = 0) -> Path:
+    """A 2-layer, 32-hidden Llama or Qwen2 with random weights and a byte-level BPE tokenizer
+    trained on the sample text (Llama-3 style chat template unless chat_template=False)."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    folder.mkdir(parents=True, exist_ok=True)
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=LLM_SPECIAL,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    text = [(SAMPLE / "corpus.jsonl").read_text(), (SAMPLE / "queries.test.tsv").read_text()]
+    prompts = "You are an AI assistant that can understand human language. Passage: Query: Use one word to " \
+              "represent the passage query in a retrieval task. Make sure your word is in lowercase. The word is:"
+    bpe.train_from_iterator(text + [prompts] * 3, trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>")
+    if chat_template:
+        tokenizer.chat_template = LLAMA3_STYLE_TEMPLATE
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(seed)
+    common = dict(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                  bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    if architecture == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**common, tie_word_embeddings=False))
+    else:
+        model = Qwen2ForCausalLM(Qwen2Config(**common, tie_word_embeddings=True))
+    with torch.no_grad():  # larger output weights so that many logits are positive
+        model.get_output_embeddings().weight.normal_(0, 0.5)
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory) -> Path:
+    return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-llama"), "llama")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen(tmp_path_factory) -> Path:
+    return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-qwen2"), "qwen2")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_without_template(tmp_path_factory) -> Path:
+    return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-llama-no-template"), "llama", chat_template=False)

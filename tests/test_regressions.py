@@ -3,12 +3,18 @@
 Skipped with a message when ../shared/data is absent (a user's machine will not have it).
 """
 import json
+import os
 
 import pytest
 
 from conftest import REPO, run_tool
 
-REGRESSIONS = ["scifact-bm25.yaml", "scifact-splade-tiny.yaml"]
+# Encoding SciFact with MiniLM alone takes ~5 min on 2 cores: run only when asked for
+# (LSR_PYSERINI_ALL_REGRESSIONS=1), or directly with `python -m lsr_pyserini.regress FILE`.
+ON_REQUEST = pytest.mark.skipif(os.environ.get("LSR_PYSERINI_ALL_REGRESSIONS") != "1",
+                                reason="long regression: set LSR_PYSERINI_ALL_REGRESSIONS=1 to run it")
+REGRESSIONS = ["scifact-bm25.yaml", "scifact-splade-tiny.yaml",
+               pytest.param("scifact-bm25-minilm-fusion.yaml", marks=ON_REQUEST)]
 
 
 @pytest.mark.slow

@@ -1,0 +1,104 @@
+"""Score fusion of ranked lists: per-query normalisation, weighted interpolation and RRF.
+
+A run is ``{qid: [(docid, score), ...]}``, the shape :func:`lsr_pyserini.data.read_run` returns.
+Used by ``python -m lsr_pyserini.fuse`` (any number of TREC runs) and by
+``python -m lsr_pyserini.rerank --interpolate`` (first-stage scores with re-ranker scores).
+
+- ``minmax``: each query's scores mapped to [0, 1] ((s - min) / (max - min); all equal -> 1).
+- ``zscore``: each query's scores mapped to (s - mean) / std (all equal -> 0).
+- ``rrf``: reciprocal rank fusion, sum of weight / (k + rank), rank counted from 1 (Cormack et
+  al., 2009; k = 60 by default).
+
+Interpolation (``minmax``/``zscore``) sums weight x normalised score over the runs. A document
+that a run did not retrieve for a query gets that run's lowest normalised score for the query
+(0 for min-max), i.e. it is treated as ranked at the bottom of that run, never above a
+retrieved one. A query that some runs lack is fused from the runs that have it.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from .data import InputError
+
+Run = dict[str, list[tuple[str, float]]]
+NORMALISATIONS = ("minmax", "zscore")
+METHODS = NORMALISATIONS + ("rrf",)
+RRF_K = 60
+
+
+def normalise(ranking: list[tuple[str, float]], method: str) -> dict[str, float]:
+    """One query's scores, normalised per ``method`` (``minmax`` or ``zscore``)."""
+    if not ranking:
+        return {}
+    scores = [score for _, score in ranking]
+    if method == "minmax":
+        low, high = min(scores), max(scores)
+        span = high - low
+        return {doc: (score - low) / span if span > 0 else 1.0 for doc, score in ranking}
+    if method == "zscore":
+        mean = sum(scores) / len(scores)
+        std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
+        return {doc: (score - mean) / std if std > 0 else 0.0 for doc, score in ranking}
+    raise InputError(f"unknown normalisation {method!r} (known: {', '.join(NORMALISATIONS)})")
+
+
+def sort_ranking(scores: dict[str, float], depth: int | None = None) -> list[tuple[str, float]]:
+    """Highest score first, ties broken by docid so that output is deterministic."""
+    ranking = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    return ranking[:depth] if depth else ranking
+
+
+def common_queries(runs: Sequence[Run], names: Sequence[str]) -> tuple[list[str], int]:
+    """Queries of all runs in first-seen order, and how many are missing from at least one run.
+
+    Raises InputError when no query is shared by all runs (nothing could be fused)."""
+    shared = set(runs[0])
+    for run in runs[1:]:
+        shared &= set(run)
+    if not shared:
+        sizes = ", ".join(f"{name} ({len(run)} queries)" for name, run in zip(names, runs))
+        raise InputError(f"the runs have no query in common: {sizes}")
+    ordered = list(dict.fromkeys(qid for run in runs for qid in run))
+    return ordered, len(ordered) - len(shared)
+
+
+def fuse(runs: Sequence[Run], weights: Sequence[float] | None = None, method: str = "minmax",
+         rrf_k: float = RRF_K, depth: int | None = 1000, names: Sequence[str] | None = None) -> Run:
+    """Fuse ``runs`` per query; the result keeps the ``depth`` best documents of each query."""
+    if method not in METHODS:
+        raise InputError(f"unknown fusion method {method!r} (known: {', '.join(METHODS)})")
+    if not runs:
+        raise InputError("nothing to fuse: no runs given")
+    weights = list(weights) if weights is not None else [1.0 / len(runs)] * len(runs)
+    if len(weights) != len(runs):
+        raise InputError(f"{len(weights)} weights for {len(runs)} runs: give one weight per run")
+    names = list(names) if names is not None else [f"run {i + 1}" for i in range(len(runs))]
+    queries, _ = common_queries(runs, names)
+    fused: Run = {}
+    for qid in queries:
+        parts = [(weight, *_contributions(run[qid], method, rrf_k))
+                 for run, weight in zip(runs, weights) if run.get(qid)]
+        documents = dict.fromkeys(doc for _, values, _ in parts for doc in values)
+        totals = {doc: sum(weight * values.get(doc, floor) for weight, values, floor in parts)
+                  for doc in documents}
+        fused[qid] = sort_ranking(totals, depth)
+    return fused
+
+
+def _contributions(ranking: list[tuple[str, float]], method: str, rrf_k: float) -> tuple[dict[str, float], float]:
+    """Each document's value in one run for one query, and the value of a document it lacks."""
+    if method == "rrf":
+        ordered = sorted(ranking, key=lambda item: -item[1])
+        return {doc: 1.0 / (rrf_k + rank) for rank, (doc, _) in enumerate(ordered, start=1)}, 0.0
+    values = normalise(ranking, method)
+    return values, min(values.values())
+
+
+def interpolate(first_stage: Run, reranked: Run, weight: float, method: str = "minmax",
+                depth: int | None = None) -> Run:
+    """``weight`` x normalised re-ranker score + (1 - weight) x normalised first-stage score."""
+    if not 0.0 <= weight <= 1.0:
+        raise InputError(f"interpolation weight must be in [0, 1], got {weight}")
+    return fuse([first_stage, reranked], [1.0 - weight, weight], method=method, depth=depth,
+                names=["first stage", "re-ranker"])

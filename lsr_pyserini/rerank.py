@@ -1,0 +1,107 @@
+"""Re-rank the candidates of a first-stage TREC run with scores from a store built at encoding time.
+
+    python -m lsr_pyserini.rerank --reranker dense --run RUN --queries Q.tsv --store STORE --output RUN2
+                                  [--model PATH_OR_ID] [--hits 1000] [--interpolate WEIGHT --fusion minmax|zscore]
+
+The top --hits documents of each query in RUN are scored by the re-ranker (document-side data
+comes from STORE only; nothing is encoded for documents at query time). Without --interpolate the
+output ranks by the re-ranker's score; with it, by
+WEIGHT x normalised re-ranker score + (1 - WEIGHT) x normalised first-stage score, normalised
+per query (lsr_pyserini/fusion.py). Every document of RUN's top --hits must be in STORE (else
+one error line and exit 2). The output is written atomically: on any error no file appears.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .cli import run_main
+from .data import InputError, read_queries, read_run
+from .fusion import NORMALISATIONS, interpolate, sort_ranking
+from .rerankers import available_rerankers, build_reranker
+from .writer import atomic_write, run_lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.rerank", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reranker", required=True, help=f"re-ranker name ({', '.join(available_rerankers())})")
+    parser.add_argument("--run", required=True, help="first-stage TREC run (qid Q0 docid rank score tag)")
+    parser.add_argument("--queries", required=True, help="qid<TAB>text TSV (or ir_datasets id) with the run's queries")
+    parser.add_argument("--store", required=True, help="store written at encoding time (e.g. by `encode dense`)")
+    parser.add_argument("--output", required=True, help="re-ranked TREC run to write")
+    parser.add_argument("--model", help="query encoder checkpoint (default: the one the store records)")
+    parser.add_argument("--chat-template", metavar="FILE",
+                        help="promptreps: Jinja chat template for a tokenizer without one (default: the store's)")
+    parser.add_argument("--hits", type=int, default=1000, help="candidates re-ranked per query (default: 1000)")
+    parser.add_argument("--interpolate", type=float, metavar="WEIGHT",
+                        help="fuse: WEIGHT x re-ranker + (1 - WEIGHT) x first stage, after per-query "
+                             "normalisation (default: re-ranker scores alone)")
+    parser.add_argument("--fusion", choices=NORMALISATIONS, default="minmax",
+                        help="per-query normalisation for --interpolate (default: minmax)")
+    parser.add_argument("--batch-size", type=int, default=32, help="queries per forward pass (default: 32)")
+    parser.add_argument("--alpha", type=float,
+                        help="tilde: weight of TILDE-QL against TILDE-DL, alpha*QL + (1-alpha)*DL (default: 1, QL only)")
+    parser.add_argument("--tag", help="run tag (default: the reranker's name, +fused with --interpolate)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+    return parser
+
+
+def candidates_of(run: dict, hits: int) -> dict[str, list[tuple[str, float]]]:
+    """Each query's top ``hits`` (docid, first-stage score), in rank order, without duplicates."""
+    top = {}
+    for qid, ranking in run.items():
+        first_scores: dict[str, float] = {}
+        for doc, score in ranking:
+            first_scores.setdefault(doc, score)
+        top[qid] = sorted(first_scores.items(), key=lambda item: -item[1])[:hits]
+    return top
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.hits <= 0 or args.batch_size <= 0:
+        raise InputError(f"--hits and --batch-size must be positive, got {args.hits} and {args.batch_size}")
+    if args.interpolate is not None and not 0.0 <= args.interpolate <= 1.0:
+        raise InputError(f"--interpolate must be in [0, 1], got {args.interpolate}")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    run = read_run(args.run)
+    if not run:
+        raise InputError(f"{args.run}: run is empty")
+    texts = {q.id: q.text for q in read_queries(args.queries)}
+    lacking = [qid for qid in run if qid not in texts]
+    if lacking:
+        raise InputError(f"{args.run}: query {lacking[0]!r} has no text in {args.queries} "
+                         f"({len(lacking)} of {len(run)} queries lack one)")
+    first_stage = candidates_of(run, args.hits)
+    options = {"model": args.model, "batch_size": args.batch_size, "chat_template": args.chat_template,
+               "alpha": args.alpha}
+    reranker = build_reranker(args.reranker, args.store, options)
+    missing = reranker.missing({doc for ranking in first_stage.values() for doc, _ in ranking})
+    if missing:
+        raise InputError(f"{args.run}: document {missing[0]!r} is not in the store {args.store} "
+                         f"({len(missing)} documents of the run's top {args.hits} are missing; "
+                         f"was the store built from the same corpus?)")
+    qids = list(first_stage)
+    started = time.perf_counter()
+    scores = reranker.score(qids, [texts[q] for q in qids], [[d for d, _ in first_stage[q]] for q in qids])
+    elapsed = time.perf_counter() - started
+    reranked = {qid: sort_ranking({doc: s for (doc, _), s in zip(first_stage[qid], row)})
+                for qid, row in zip(qids, scores)}
+    tag = args.tag or args.reranker
+    if args.interpolate is not None:
+        reranked = interpolate(first_stage, reranked, args.interpolate, method=args.fusion)
+        tag = args.tag or f"{args.reranker}+fused"
+    atomic_write(Path(args.output), run_lines(reranked, tag))
+    candidates = sum(len(r) for r in first_stage.values())
+    print(f"re-ranked {candidates} candidates of {len(qids)} queries with {args.reranker} in {elapsed:.1f}s "
+          f"({1000 * elapsed / len(qids):.1f} ms per query) into {args.output}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,66 @@
+"""Dense re-ranking: inner product of the query vector with document vectors from a dense store.
+
+The store (``python -m lsr_pyserini.encode dense``) records how its documents were encoded; the
+query encoder is rebuilt from that record, so queries and documents always match (``--model``
+only relocates the checkpoint).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..cli import warn
+from ..dense import DenseStore, build_dense_encoder
+from . import register
+from .base import Reranker
+
+DEFAULT_BATCH_SIZE = 32
+
+
+class DenseReranker(Reranker):
+    family: str | None = None  # the encoder family the store must hold (None: any)
+
+    def __init__(self, store: str, options: dict):
+        from ..data import InputError
+
+        self.store = DenseStore(store)
+        settings = self.store.encoder_settings
+        if self.family and settings.get("family") != self.family:
+            raise InputError(f"{store}: store was encoded by {settings.get('family')!r}, not {self.family!r} "
+                             f"(build it with the matching encoder)")
+        model = options.get("model")
+        if model and model != settings.get("model"):
+            warn(f"queries are encoded with {model!r}; the store's documents were encoded with "
+                 f"{settings.get('model')!r} (it must be the same model)")
+        self.options = options
+        self.batch_size = int(options.get("batch_size") or DEFAULT_BATCH_SIZE)
+        self._encoder = None
+        self._overrides = {"model": model}
+        if settings.get("family") == "promptreps":
+            self._overrides["chat_template"] = options.get("chat_template")
+
+    @property
+    def encoder(self):
+        if self._encoder is None:  # loaded on first use: bad runs fail before a model is loaded
+            self._encoder = build_dense_encoder(self.store.encoder_settings, self._overrides)
+        return self._encoder
+
+    def missing(self, docids: set[str]) -> list[str]:
+        return self.store.missing(sorted(docids))
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        from ..encode import encode_in_length_order
+
+        rows = encode_in_length_order(self.encoder.encode_queries, texts, self.batch_size)
+        return np.stack(rows) if rows else np.zeros((0, self.store.index.d), dtype=np.float32)
+
+    def score(self, query_ids, query_texts, candidates):
+        vectors = self.encode_queries(query_texts)
+        return [self.store.scores(vector, docs).tolist() for vector, docs in zip(vectors, candidates)]
+
+    def describe(self) -> dict:
+        return {"store": str(self.store.path), "encoder": self.store.encoder_settings}
+
+
+@register("dense")
+def build(store: str, options: dict) -> DenseReranker:
+    return DenseReranker(store, options)
