@@ -57,7 +57,8 @@ class TildeModel:
         """A word or word piece that is not a stop word, special token or punctuation."""
         if token in STOPWORDS or token in self.tokenizer.all_special_tokens:
             return False
-        return bool(WORD_PIECE.match(token[2:] if token.startswith("##") else token))
+        word = token[2:] if token.startswith("##") else token
+        return bool(WORD_PIECE.match(word)) and any(ch.isalnum() for ch in word)
 
     def _ids(self, excluded) -> torch.Tensor:
         vocab = self.tokenizer.convert_ids_to_tokens(list(range(self.vocab_size)))
