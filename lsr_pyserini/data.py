@@ -145,37 +145,48 @@ def read_queries(source: str) -> Iterator[Query]:
         yield Query(str(query.query_id), text)
 
 
-def read_qrels(path: str) -> dict[str, dict[str, int]]:
-    """TREC qrels ``qid 0 docid relevance`` as {qid: {docid: relevance}}."""
-    qrels: dict[str, dict[str, int]] = {}
+def read_rows(path: str, layout: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of a whitespace-separated file whose every line reads `layout`."""
+    if not Path(path).is_file():
+        raise InputError(f"{path}: no such file")
+    width = len(layout.split())
     with _open_text(Path(path)) as handle:
         for line_no, line in enumerate(handle, start=1):
             fields = line.split()
             if not fields:
                 continue
-            if len(fields) != 4:
-                raise InputError(f"{path}:{line_no}: expected 'qid 0 docid relevance'")
-            try:
-                qrels.setdefault(fields[0], {})[fields[2]] = int(fields[3])
-            except ValueError:
-                raise InputError(f"{path}:{line_no}: relevance {fields[3]!r} is not an integer") from None
+            if len(fields) != width:
+                raise InputError(f"{path}:{line_no}: expected '{layout}'")
+            yield line_no, fields
+
+
+def parse_number(path: str, line_no: int, name: str, value: str, kind=float):
+    try:
+        return kind(value)
+    except ValueError:
+        what = "an integer" if kind is int else "a number"
+        raise InputError(f"{path}:{line_no}: {name} {value!r} is not {what}") from None
+
+
+def read_qrels_rows(path: str) -> list[tuple[int, str, str, int]]:
+    """TREC qrels as (line number, qid, docid, relevance) rows."""
+    return [(line_no, f[0], f[2], parse_number(path, line_no, "relevance", f[3], int))
+            for line_no, f in read_rows(path, "qid 0 docid relevance")]
+
+
+def read_qrels(path: str) -> dict[str, dict[str, int]]:
+    """TREC qrels ``qid 0 docid relevance`` as {qid: {docid: relevance}}."""
+    qrels: dict[str, dict[str, int]] = {}
+    for _, qid, docid, relevance in read_qrels_rows(path):
+        qrels.setdefault(qid, {})[docid] = relevance
     return qrels
 
 
 def read_run(path: str) -> dict[str, list[tuple[str, float]]]:
     """TREC run ``qid Q0 docid rank score tag`` as {qid: [(docid, score), ...]} in rank order."""
     run: dict[str, list[tuple[str, float]]] = {}
-    with _open_text(Path(path)) as handle:
-        for line_no, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != 6:
-                raise InputError(f"{path}:{line_no}: expected 'qid Q0 docid rank score tag'")
-            try:
-                run.setdefault(fields[0], []).append((fields[2], float(fields[4])))
-            except ValueError:
-                raise InputError(f"{path}:{line_no}: score {fields[4]!r} is not a number") from None
+    for line_no, f in read_rows(path, "qid Q0 docid rank score tag"):
+        run.setdefault(f[0], []).append((f[2], parse_number(path, line_no, "score", f[4])))
     return run
 
 

@@ -21,7 +21,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 

@@ -39,7 +39,7 @@ def prepare_corpus(args) -> None:
         write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress)
     except KeyboardInterrupt:
         progress.close()
-        fail(f"interrupted: run the same command again to resume", code=130)
+        fail("interrupted: run the same command again to resume", code=130)
     progress.close()
     documents, _ = writer.totals()
     writer.finish({"documents_written": documents, "empty_documents": check.empty})

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import yaml
 
-from .cli import fail, run_main
+from .cli import run_main
 from .data import InputError
 from .evaluate import METRICS, evaluate_run, format_table
 

@@ -103,7 +103,6 @@ def test_help_on_every_command():
 
 
 def test_ctrl_c_keeps_complete_shards_and_the_same_command_resumes(tiny_preset, tmp_path):
-    import os
     import signal
     import subprocess
     import sys

@@ -70,7 +70,7 @@ def test_index_efficiency_figures(tmp_path):
              check=True)
     queries = tmp_path / "q.tsv"
     queries.write_text("q1\ta a b\nq2\tc\n")
-    result = run_tool("evaluate", "--index", tmp_path / "index", "--queries", queries,
+    run_tool("evaluate", "--index", tmp_path / "index", "--queries", queries,
                       "--json", tmp_path / "e.json", check=True)
     stats = json.loads((tmp_path / "e.json").read_text())[0]
     assert (stats["documents"], stats["unique_terms"], stats["avg_nonzeros_per_document"]) == (2, 3, 2.0)

@@ -61,3 +61,23 @@ def write_family(path, family: str, **details) -> None:
     from pathlib import Path
 
     (Path(path) / FAMILY_FILE).write_text(json.dumps({"family": family, **details}, indent=2) + "\n")
+
+
+def load_quietly(loader, path: str, what: str, **kwargs):
+    """`loader.from_pretrained(path, **kwargs)` with transformers' load report silenced (weights a
+    head-less class does not use are expected); InputError when the checkpoint lacks weights."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model, info = loader.from_pretrained(path, output_loading_info=True, **kwargs)
+    except Exception as err:
+        raise model_error(path, err) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    missing = sorted(info.get("missing_keys", ()))
+    if missing:
+        raise InputError(f"model {path!r}: {what} (missing {', '.join(missing[:3])}"
+                         f"{', ...' if len(missing) > 3 else ''})")
+    return model

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from ..data import InputError
 from ..presets import resolve_model
 from . import register
-from .base import SparseEncoder, SparseVector, load_tokenizer, model_error
+from .base import SparseEncoder, SparseVector, load_quietly, load_tokenizer, model_error
 
 SPARSE_HEAD_FILE = "sparse_linear.pt"
 COLBERT_HEAD_FILE = "colbert_linear.pt"
@@ -125,21 +125,7 @@ def load_encoder(path: str):
     """The XLM-RoBERTa encoder without its (unused) pooler; InputError when weights are missing."""
     from transformers import AutoModel
 
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # the checkpoint's pooler weights are expected to go unused
-    try:
-        model, info = AutoModel.from_pretrained(path, add_pooling_layer=False, output_loading_info=True)
-    except Exception as err:
-        raise model_error(path, err) from None
-    finally:
-        hf_logging.set_verbosity(verbosity)
-    missing = sorted(info.get("missing_keys", ()))
-    if missing:
-        raise InputError(f"model {path!r}: checkpoint is incomplete (missing {', '.join(missing[:3])}"
-                         f"{', ...' if len(missing) > 3 else ''})")
-    return model.eval()
+    return load_quietly(AutoModel, path, "checkpoint is incomplete", add_pooling_layer=False).eval()
 
 
 class BgeM3Model:

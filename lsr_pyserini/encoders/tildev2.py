@@ -19,7 +19,7 @@ import torch
 from ..data import InputError
 from ..presets import resolve_model
 from . import register
-from .base import SparseEncoder, SparseVector, check_family, load_tokenizer, model_error
+from .base import SparseEncoder, SparseVector, check_family, load_quietly, load_tokenizer, model_error
 
 
 def _state_dict(path: str) -> dict[str, torch.Tensor]:
@@ -57,19 +57,7 @@ class TildeV2Model(torch.nn.Module):
         has_head = "tok_proj.weight" in state
         if require_head and not has_head:
             raise InputError(f"model {path!r}: not a TILDEv2 checkpoint (no tok_proj.weight)")
-        from transformers.utils import logging as hf_logging
-
-        verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()  # the tok_proj weights are "unexpected" to BertModel: expected here
-        try:
-            bert, info = BertModel.from_pretrained(path, add_pooling_layer=False, output_loading_info=True)
-        except Exception as err:
-            raise model_error(path, err) from None
-        finally:
-            hf_logging.set_verbosity(verbosity)
-        missing = sorted(info.get("missing_keys", ()))
-        if missing:
-            raise InputError(f"model {path!r}: BERT weights missing ({', '.join(missing[:3])})")
+        bert = load_quietly(BertModel, path, "BERT weights missing", add_pooling_layer=False)
         head = torch.nn.Linear(config.hidden_size, 1)
         if has_head:
             head.load_state_dict({"weight": state["tok_proj.weight"], "bias": state["tok_proj.bias"]})

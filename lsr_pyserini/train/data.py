@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..cli import warn
-from ..data import InputError, read_corpus, read_queries, read_run
+from ..data import InputError, parse_number, read_corpus, read_qrels_rows, read_queries, read_rows, read_run
 
 
 @dataclass
@@ -26,37 +25,11 @@ class Batch:
 
 
 def read_teacher(path: str) -> dict[str, dict[str, float]]:
+    """Teacher scores ``qid docid score`` as {qid: {docid: score}}."""
     scores: dict[str, dict[str, float]] = {}
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != 3:
-                raise InputError(f"{path}:{line_no}: expected 'qid docid score'")
-            try:
-                scores.setdefault(fields[0], {})[fields[1]] = float(fields[2])
-            except ValueError:
-                raise InputError(f"{path}:{line_no}: score {fields[2]!r} is not a number") from None
+    for line_no, f in read_rows(path, "qid docid score"):
+        scores.setdefault(f[0], {})[f[1]] = parse_number(path, line_no, "score", f[2])
     return scores
-
-
-def read_qrels_lines(path: str) -> list[tuple[int, str, str, int]]:
-    if not Path(path).is_file():
-        raise InputError(f"{path}: no such file")
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != 4:
-                raise InputError(f"{path}:{line_no}: expected 'qid 0 docid relevance'")
-            try:
-                rows.append((line_no, fields[0], fields[2], int(fields[3])))
-            except ValueError:
-                raise InputError(f"{path}:{line_no}: relevance {fields[3]!r} is not an integer") from None
-    return rows
 
 
 class TrainingData:
@@ -67,7 +40,7 @@ class TrainingData:
         self.queries = {q.id: q.text for q in read_queries(queries)}
         self.corpus = {d.id: d.text for d in read_corpus(corpus)}
         self.positives: dict[str, list[str]] = {}
-        for line_no, qid, docid, relevance in read_qrels_lines(qrels):
+        for line_no, qid, docid, relevance in read_qrels_rows(qrels):
             if qid not in self.queries:
                 raise InputError(f"{qrels}:{line_no}: query {qid!r} is not in {queries}")
             if docid not in self.corpus:
