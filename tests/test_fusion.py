@@ -78,7 +78,7 @@ def test_fuse_cli_bad_input(tmp_path):
         (("--run", a, "--run", bad), "bad.txt:1: score 'high' is not a number"),
         (("--run", a, "--run", a, "--weight", "1"), "1 --weight for 2 --run"),
         (("--run", a), "at least two --run"),
-        (("--run", a, "--run", tmp_path / "none.txt"), "none.txt: cannot read"),
+        (("--run", a, "--run", tmp_path / "none.txt"), "none.txt: no such file"),
     ]
     for args, message in cases:
         result = run_tool("fuse", *args, "--output", out)
