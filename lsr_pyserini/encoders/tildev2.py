@@ -22,14 +22,18 @@ from . import register
 from .base import SparseEncoder, SparseVector, check_family, load_quietly, load_tokenizer, model_error
 
 
-def _state_dict(path: str) -> dict[str, torch.Tensor]:
+def _head_state(path: str) -> dict[str, torch.Tensor]:
+    """The checkpoint's `tok_proj.*` tensors (empty when it has no head). From safetensors only
+    those tensors are read: BertModel.from_pretrained loads the encoder weights itself."""
     folder = Path(path)
     if (folder / "model.safetensors").is_file():
-        from safetensors.torch import load_file
+        from safetensors import safe_open
 
-        return load_file(str(folder / "model.safetensors"))
+        with safe_open(str(folder / "model.safetensors"), framework="pt") as handle:
+            return {k: handle.get_tensor(k) for k in handle.keys() if k.startswith("tok_proj.")}
     if (folder / "pytorch_model.bin").is_file():
-        return torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True)
+        return {k: v for k, v in state.items() if k.startswith("tok_proj.")}
     raise InputError(f"model {path!r}: no model.safetensors or pytorch_model.bin (a local TILDEv2 folder is needed)")
 
 
@@ -53,7 +57,7 @@ class TildeV2Model(torch.nn.Module):
             config = BertConfig.from_pretrained(path)
         except Exception as err:
             raise model_error(path, err) from None
-        state = _state_dict(path)
+        state = _head_state(path)
         has_head = "tok_proj.weight" in state
         if require_head and not has_head:
             raise InputError(f"model {path!r}: not a TILDEv2 checkpoint (no tok_proj.weight)")

@@ -38,8 +38,9 @@ class TildeReranker(Reranker):
             scores = likelihoods.sum(axis=1)
             if self.alpha != 1.0:
                 query_log_likelihoods = self.tilde.log_likelihoods([text], "queries")[0].numpy()
-                document = np.asarray([query_log_likelihoods[self.store.passage_terms(d)].mean()
-                                       if len(self.store.passage_terms(d)) else 0.0 for d in docs])
+                passages = [self.store.passage_terms(d) for d in docs]
+                document = np.asarray([query_log_likelihoods[terms].mean() if len(terms) else 0.0
+                                       for terms in passages])
                 scores = self.alpha * scores + (1 - self.alpha) * document
             results.append(scores.tolist())
         return results
