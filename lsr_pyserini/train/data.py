@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..cli import warn
 from ..data import InputError, parse_number, read_corpus, read_qrels_rows, read_queries, read_rows, read_run
@@ -25,7 +26,14 @@ class Batch:
 
 
 def read_teacher(path: str) -> dict[str, dict[str, float]]:
-    """Teacher scores ``qid docid score`` as {qid: {docid: score}}."""
+    """Teacher scores as {qid: {docid: score}}, from ``qid docid score`` lines or from a TREC run
+    (``qid Q0 docid rank score tag``: e.g. a re-ranked, fused run of the training queries)."""
+    if not Path(path).is_file():
+        raise InputError(f"{path}: no such file")
+    with open(path, encoding="utf-8") as handle:
+        width = next((len(line.split()) for line in handle if line.strip()), 3)
+    if width == 6:
+        return {qid: dict(ranking) for qid, ranking in read_run(path).items()}
     scores: dict[str, dict[str, float]] = {}
     for line_no, f in read_rows(path, "qid docid score"):
         scores.setdefault(f[0], {})[f[1]] = parse_number(path, line_no, "score", f[2])
