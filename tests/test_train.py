@@ -57,6 +57,40 @@ def test_training_data_checks(tmp_path, negatives):
         TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(only_positives))
 
 
+def test_teacher_scores_from_lines_or_a_trec_run_scaled(tmp_path, negatives):
+    lines, run = tmp_path / "teacher.txt", tmp_path / "teacher.run"
+    lines.write_text("q1 s1 2.5\nq1 s2 0.5\n")
+    run.write_text("q1 Q0 s1 1 2.5 fused\nq1 Q0 s2 2 0.5 fused\n")
+    for path in (lines, run):
+        data = TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(negatives), teacher=str(path),
+                            teacher_scale=10)
+        assert data.teacher == {"q1": {"s1": 25.0, "s2": 5.0}}
+    lines.write_text("q1 s1\n")
+    with pytest.raises(InputError, match="expected 'qid docid score'"):
+        TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(negatives), teacher=str(lines))
+
+
+def test_balanced_biqdl_weighs_present_and_absent_terms_alike(tiny_mlm):
+    from lsr_pyserini.train.tilde import TildeFamily
+
+    args = Namespace(doc_max_length=32, query_max_length=8, balanced=True)
+    family = TildeFamily(str(tiny_mlm), args)
+    logits = torch.randn(2, family.tilde.vocab_size)
+    labels = torch.zeros_like(logits)
+    valid = family.valid.nonzero().flatten()
+    labels[0, valid[:3]] = 1.0
+    labels[1, valid[5]] = 1.0
+    bce = F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+    expected = []
+    for row in range(2):
+        present = (labels[row] == 1) & family.valid
+        absent = (labels[row] == 0) & family.valid
+        expected.append(bce[row][present].mean() + bce[row][absent].mean())
+    assert torch.isclose(family.likelihood_loss(logits, labels), torch.stack(expected).mean())
+    family.balanced = False
+    assert torch.isclose(family.likelihood_loss(logits, labels), (bce * family.valid).sum(1).mean() / family.valid.sum())
+
+
 def train_cli(family, base, out, negatives, *extra):
     return run_tool("train", family, "--queries", QUERIES, "--qrels", QRELS, "--corpus", CORPUS,
                     "--negatives", negatives, "--output", out, "--base", base, "--batch-size", "2",

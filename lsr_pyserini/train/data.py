@@ -44,7 +44,7 @@ class TrainingData:
     """Validated training triples: every qrels line must name a known query and document."""
 
     def __init__(self, queries: str, qrels: str, corpus: str, negatives: str, depth: int = 100,
-                 teacher: str | None = None):
+                 teacher: str | None = None, teacher_scale: float = 1.0):
         self.queries = {q.id: q.text for q in read_queries(queries)}
         self.corpus = {d.id: d.text for d in read_corpus(corpus)}
         self.positives: dict[str, list[str]] = {}
@@ -71,7 +71,13 @@ class TrainingData:
             warn(f"{missing} of {len(self.positives)} training queries have no hard negative in {negatives}; "
                  f"they are left out")
         self.query_ids = sorted(self.negatives)
-        self.teacher = read_teacher(teacher) if teacher else None
+        self.teacher = None
+        if teacher:
+            self.teacher = {q: {d: s * teacher_scale for d, s in scores.items()}
+                            for q, scores in read_teacher(teacher).items()}
+            missing = sum(d not in self.teacher.get(q, {}) for q, docs in self.positives.items() for d in docs)
+            if missing:
+                warn(f"{teacher}: {missing} relevant pairs have no teacher score; they count as 0")
 
     def __len__(self) -> int:
         return len(self.query_ids)
