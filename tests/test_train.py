@@ -167,9 +167,13 @@ def test_tilde_biqdl_expansion_and_tildev2(tiny_mlm, negatives, tmp_path):
         assert not any(t in STOPWORDS or t.startswith("##") for t in added)
         assert not set(added) & set(original.lower().split())
 
+    teacher = tmp_path / "teacher.txt"  # a teacher that prefers lower document numbers
+    teacher.write_text("".join(f"{q} s{d} {20 - d}\n" for q in (l.split("\t")[0] for l in QUERIES.read_text().splitlines())
+                               for d in range(1, 13)))
     result = train_cli("tildev2", tiny_mlm, tmp_path / "t2", negatives, "--max-steps", "2",
-                       "--group-size", "3", "--doc-max-length", "48")
+                       "--group-size", "3", "--doc-max-length", "48", "--teacher", teacher)
     assert result.returncode == 0, result.stderr
+    assert "mse" in json.loads((tmp_path / "t2" / "lsr_training.json").read_text())["final"]
     wrong = train_cli("tildev2", tmp_path / "tilde", tmp_path / "t3", negatives, "--max-steps", "1")
     assert wrong.returncode == 2 and "trained as a 'tilde' model, not 'tildev2'" in error_lines(wrong)[0]
 
