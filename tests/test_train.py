@@ -37,6 +37,36 @@ def test_losses_match_their_definitions():
     assert losses.quadratic_warmup(1.0, 5, 10) == 0.25 and losses.quadratic_warmup(1.0, 20, 10) == 1.0
 
 
+def test_splade_pooling_without_the_full_logits_has_the_same_values_and_gradients(tiny_mlm):
+    from lsr_pyserini.train.splade import SpladeFamily
+
+    family = SpladeFamily(str(tiny_mlm), Namespace(doc_max_length=32, query_max_length=8))
+    texts = ["vitamin d and calcium absorption", "bm25", "the intestine absorbs calcium when vitamin d is present"]
+
+    def gradients(represent):
+        family.model.zero_grad()
+        weights = represent()
+        ((weights.sum(1) - 3) ** 2).sum().backward()
+        grads = [p.grad.clone() for p in family.model.parameters() if p.grad is not None]
+        # [PAD]'s embedding row is zero, so its logit ties at every position: max pooling's
+        # gradient may go to any of them (torch's amax splits it); leave that row out
+        grads[0][family.tokenizer.pad_token_id] = 0
+        return weights.detach(), grads
+
+    def direct():
+        encoded = family.tokenizer(texts, padding=True, truncation=True, max_length=32, return_tensors="pt")
+        logits = family.model(**encoded).logits[..., : family.terms]
+        padding = ~encoded["attention_mask"].bool().unsqueeze(-1)
+        return torch.log1p(torch.relu(logits.masked_fill(padding, float("-inf")).amax(1)))
+
+    expected, expected_grads = gradients(direct)
+    got, got_grads = gradients(lambda: family.represent(texts, 32))
+    assert (expected > 0).sum() > 10 and torch.allclose(got, expected, atol=1e-5)
+    assert len(got_grads) == len(expected_grads)
+    for g, e in zip(got_grads, expected_grads):  # parameters with no real gradient (key biases) hold float noise
+        assert float((g - e).norm()) <= 1e-4 * float(e.norm()) + 1e-6
+
+
 def test_training_data_checks(tmp_path, negatives):
     data = TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(negatives))
     assert len(data) == 7
