@@ -122,10 +122,13 @@ def generate_queries(args) -> None:
                                 weighting=False if args.no_weighting else None)
     model.eval()
     record = check_index_tokenizer(args.index, model.tokenizer, args.model)
-    empty = [q.id for q in queries if not pretokenize(model.tokenizer, [q.text])[0]]
+    special = set(model.tokenizer.all_special_tokens)
+    empty = [q.id for q, tokens in zip(queries, pretokenize(model.tokenizer, [q.text for q in queries]))
+             if not set(tokens) - special]
     if empty:
-        raise InputError(f"{args.input}: query {empty[0]!r} has no token in the vocabulary of {args.model} "
-                         f"(nothing to search{f'; {len(empty) - 1} more such queries' if len(empty) > 1 else ''})")
+        more = f"; {len(empty) - 1} more such queries" if len(empty) > 1 else ""
+        raise InputError(f"{args.input}: query {empty[0]!r} tokenizes to nothing searchable with the tokenizer "
+                         f"of {args.model} (no token, or unknown characters only){more}")
     trained = _trained_scoring(path)
     if trained and trained != record.get("scoring"):
         raise InputError(f"{args.model} was trained for {trained!r} scoring but {args.index} is a "

@@ -84,7 +84,15 @@ class QueryAugmenter(torch.nn.Module):
         except Exception:
             architecture = None
         pooler = {"add_pooling_layer": False} if architecture in ("bert", "roberta", "xlm-roberta", "electra") else {}
-        body = load_quietly(AutoModel, path, "encoder weights missing", **pooler)
+        from transformers.utils import logging as hf_logging
+
+        bar = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # the weight-loading bar of a model this small is noise
+        try:
+            body = load_quietly(AutoModel, path, "encoder weights missing", **pooler)
+        finally:
+            if bar:
+                hf_logging.enable_progress_bar()
         model = cls(body, tokenizer, **settings)
         heads = Path(path) / HEADS_FILE
         if heads.is_file():
