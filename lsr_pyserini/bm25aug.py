@@ -30,11 +30,11 @@ from pathlib import Path
 
 from .cli import fail, run_main, warn
 from .data import InputError, read_corpus, read_queries
-from .encode import checked_corpus, input_identity, progress_bar
+from .encode import checked_corpus, input_identity, progress_bar, write_shards_or_stop
 from .encoders.base import load_tokenizer
 from .presets import resolve_model
 from .wordpiece_bm25 import check_index_tokenizer, pretokenize, write_tokenizer_record
-from .writer import ShardWriter, atomic_write, quantize, query_line, write_corpus_shards
+from .writer import ShardWriter, atomic_write, quantize, query_line
 
 DEFAULT_MODEL = "python-package:cognition/model"
 LUCENE_MAX_CLAUSES = 1024  # Lucene's default IndexSearcher.maxClauseCount
@@ -66,11 +66,9 @@ def build_index(args) -> None:
             return [{"id": doc.id, "contents": "", "vector": {t: 1 for t in toks}} for doc, toks in zip(shard, tokens)]
         return [{"id": doc.id, "contents": " ".join(toks)} for doc, toks in zip(shard, tokens)]
 
-    try:
-        write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress)
-    except KeyboardInterrupt:
-        progress.close()
-        fail("interrupted: run the same command again to resume", code=130)
+    args.output = str(docs_dir)  # what write_shards_or_stop names when interrupted
+    write_shards_or_stop(read_corpus(args.input), writer, args, to_records, progress, check.count,
+                         lambda: writer.totals()[0])
     progress.close()
     writer.finish({"documents_written": writer.totals()[0]})
     collection = "JsonVectorCollection" if args.scoring == "bow" else "JsonCollection"
