@@ -55,7 +55,7 @@ def main() -> None:
 
     model = QueryAugmenter.load(model_path(args.model))
     check_index_tokenizer(args.index, model.tokenizer, args.model)
-    encoder = BM25AugEncoder(model)
+    encoder = BM25AugEncoder(model, min_weight=0.5 / args.boost_scale)
     searcher = LuceneSearcher(args.index)
     searcher.set_analyzer(JWhiteSpaceAnalyzer())
     searcher.set_bm25(0.9, 0.4)

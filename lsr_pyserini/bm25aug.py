@@ -134,7 +134,7 @@ def generate_queries(args) -> None:
     from .encode import encode_in_length_order
     from .encoders.bm25aug import BM25AugEncoder
 
-    encoder = BM25AugEncoder(model)
+    encoder = BM25AugEncoder(model, min_weight=0.5 / args.boost_scale)  # lighter weights round to 0
     progress = progress_bar(len(queries), args.quiet, "query")
     with torch.inference_mode():
         vectors = encode_in_length_order(encoder.encode_queries, [q.text for q in queries], args.batch_size, progress)

@@ -150,8 +150,11 @@ class QueryAugmenter(torch.nn.Module):
 class BM25AugEncoder(SparseEncoder):
     """Query side only: {WordPiece token: boost}. Documents are indexed by `bm25aug index` as text."""
 
-    def __init__(self, model: QueryAugmenter):
+    def __init__(self, model: QueryAugmenter, min_weight: float = 0.0):
+        """Weights below `min_weight` are left out (e.g. 0.5 / boost scale: they would round to 0;
+        the untrained remainder of a(q) is thousands of such tiny weights)."""
         self.model = model.eval()
+        self.min_weight = min_weight
         self.vocabulary = model.tokenizer.convert_ids_to_tokens(list(range(len(model.tokenizer))))
 
     @torch.inference_mode()
@@ -159,7 +162,7 @@ class BM25AugEncoder(SparseEncoder):
         boosts, _, _ = self.model(texts)
         vectors = []
         for row in boosts:
-            nonzero = torch.nonzero(row > 0).squeeze(-1).tolist()
+            nonzero = torch.nonzero((row > 0) & (row >= self.min_weight)).squeeze(-1).tolist()
             vectors.append({self.vocabulary[i]: float(row[i]) for i in nonzero})
         return vectors
 
