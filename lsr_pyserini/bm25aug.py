@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ from .data import InputError, read_corpus, read_queries
 from .encode import checked_corpus, input_identity, progress_bar, write_shards_or_stop
 from .encoders.base import load_tokenizer
 from .presets import resolve_model
-from .wordpiece_bm25 import check_index_tokenizer, pretokenize, write_tokenizer_record
+from .wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, check_index_tokenizer, pretokenize, write_tokenizer_record
 from .writer import ShardWriter, atomic_write, quantize, query_line
 
 DEFAULT_MODEL = "python-package:cognition/model"
@@ -53,6 +54,8 @@ def build_index(args) -> None:
     path = model_path(args.model)
     tokenizer = load_tokenizer(path)
     check = checked_corpus(args.input)
+    if args.overwrite and index.is_dir():
+        shutil.rmtree(index)
     docs_dir = Path(str(index).rstrip("/") + ".docs")
     settings = {"format": "JsonVectorCollection" if args.scoring == "bow" else "JsonCollection",
                 "tokenizer": path, "scoring": args.scoring, "shard_size": args.shard_size, **input_identity(args.input)}
@@ -127,9 +130,9 @@ def generate_queries(args) -> None:
         more = f"; {len(empty) - 1} more such queries" if len(empty) > 1 else ""
         raise InputError(f"{args.input}: query {empty[0]!r} tokenizes to nothing searchable with the tokenizer "
                          f"of {args.model} (no token, or unknown characters only){more}")
-    trained = _trained_scoring(path)
-    if trained and trained != record.get("scoring"):
-        raise InputError(f"{args.model} was trained for {trained!r} scoring but {args.index} is a "
+    trained = _trained_settings(path)
+    if trained.get("scoring") and trained["scoring"] != record.get("scoring"):
+        raise InputError(f"{args.model} was trained for {trained['scoring']!r} scoring but {args.index} is a "
                          f"{record.get('scoring')!r} index")
     from .encode import encode_in_length_order
     from .encoders.bm25aug import BM25AugEncoder
@@ -150,13 +153,14 @@ def generate_queries(args) -> None:
     print(f"wrote {len(lines)} queries into {args.output}; augmented tokens per query: "
           f"{sum(distinct_augmented) / len(lines):.1f} distinct ({sum(augmented) / len(lines):.1f} with repeats)",
           file=sys.stderr)
+    k1, b = trained.get("k1", DEFAULT_K1), trained.get("b", DEFAULT_B)
+    if (k1, b) != (DEFAULT_K1, DEFAULT_B):
+        warn(f"{args.model} was trained with BM25 k1={k1}, b={b}: search with --bm25 --k1 {k1} --b {b}")
 
 
-def _trained_scoring(path: str) -> str | None:
+def _trained_settings(path: str) -> dict:
     marker = Path(path) / "lsr_family.json"
-    if marker.is_file():
-        return json.loads(marker.read_text()).get("scoring")
-    return None
+    return json.loads(marker.read_text()) if marker.is_file() else {}
 
 
 def build_parser() -> argparse.ArgumentParser:
