@@ -6,6 +6,9 @@ dense retrieval, so nothing on the document side is encoded at query time:
     STORE/index.faiss     faiss IndexFlatIP, row i = the i-th document
     STORE/docids.txt      one document id a line, in row order
     STORE/manifest.json   {"encoder": {...}, "dim", "documents", "metric": "inner_product", ...}
+    STORE/NAME.data.npy   optional per-document arrays of any length (e.g. BGE-M3's ColBERT vectors),
+    STORE/NAME.offsets.npy  all documents' rows concatenated in docid order, and the row offsets;
+                          read through a memory map (`DenseStore.ragged`)
 
 The manifest's ``encoder`` block says how queries must be encoded to match the documents (model,
 pooling, normalisation, prefixes; or the PromptReps prompt), so a re-ranker rebuilds the query
@@ -32,6 +35,7 @@ from .writer import atomic_write
 STORE_FORMAT = "lsr-pyserini-dense-store/1"
 POOLINGS = ("cls", "mean")
 INDEX_FILE, DOCIDS_FILE, MANIFEST_FILE = "index.faiss", "docids.txt", "manifest.json"
+RAGGED_DATA, RAGGED_OFFSETS = ".data.npy", ".offsets.npy"
 
 
 # -- encoders ---------------------------------------------------------------------------------
@@ -134,7 +138,11 @@ def build_dense_encoder(settings: dict, overrides: dict | None = None):
         from .encoders.promptreps import PromptRepsEncoder
 
         return PromptRepsEncoder(**settings).dense
-    raise InputError(f"unknown dense encoder family {family!r} (known: transformer, promptreps)")
+    if family == "bgem3":
+        from .encoders.bgem3 import dense_encoder
+
+        return dense_encoder(settings)
+    raise InputError(f"unknown dense encoder family {family!r} (known: transformer, promptreps, bgem3)")
 
 
 # -- the store ----------------------------------------------------------------------------------
@@ -186,10 +194,17 @@ class DenseStoreWriter:
     def adopt(self, index: int) -> None:
         """Nothing to do: a complete part is read back by :meth:`finish`."""
 
-    def write_shard(self, index: int, records: tuple[list[str], np.ndarray]) -> None:
-        docids, matrix = records
+    def write_shard(self, index: int, records: tuple) -> None:
+        """``(docids, matrix)``, or ``(docids, matrix, ragged)`` where ``ragged`` maps a name to one
+        array per document (any number of rows each, same row shape and dtype)."""
+        docids, matrix, *rest = records
+        arrays = {}
+        for name, rows in (rest[0] if rest else {}).items():
+            arrays[f"{name}.data"] = np.concatenate(rows) if rows else np.zeros(0)
+            arrays[f"{name}.lengths"] = np.asarray([len(r) for r in rows], dtype=np.int64)
         tmp = self.partial / f".part-{index:05d}.tmp.npz"
-        np.savez(tmp, docids=np.array(docids, dtype=object).astype(str), vectors=matrix.astype(np.float32))
+        np.savez(tmp, docids=np.array(docids, dtype=object).astype(str), vectors=matrix.astype(np.float32),
+                 **arrays)
         os.replace(tmp, self._part(index))
 
     def documents_done(self) -> int:
@@ -210,10 +225,16 @@ class DenseStoreWriter:
         parts = sorted(self.partial.glob("part-*.npz"))
         docids: list[str] = []
         matrices = []
+        ragged: dict[str, tuple[list, list]] = {}
         for part in parts:
             with np.load(part) as data:
                 docids.extend(data["docids"].tolist())
                 matrices.append(data["vectors"])
+                for key in data.files:
+                    if key.endswith(".data"):
+                        name = key[: -len(".data")]
+                        ragged.setdefault(name, ([], []))[0].append(data[key])
+                        ragged[name][1].append(data[f"{name}.lengths"])
         if len(docids) != expected_documents:
             raise InputError(f"{self.partial}: holds {len(docids)} of {expected_documents} document vectors "
                              f"(was an earlier run made without this store?): pass --overwrite to start again")
@@ -227,6 +248,9 @@ class DenseStoreWriter:
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir(parents=True)
         faiss.write_index(index, str(building / INDEX_FILE))
+        for name, (chunks, lengths) in ragged.items():
+            np.save(building / f"{name}{RAGGED_DATA}", np.concatenate(chunks))
+            np.save(building / f"{name}{RAGGED_OFFSETS}", np.concatenate([[0], np.cumsum(np.concatenate(lengths))]))
         atomic_write(building / DOCIDS_FILE, (f"{docid}\n" for docid in docids))
         atomic_write(building / MANIFEST_FILE, [json.dumps(manifest, indent=2, sort_keys=True) + "\n"])
         os.replace(building, self.store)
@@ -259,6 +283,7 @@ class DenseStore:
             raise InputError(f"{self.path}: {len(self.docids)} document ids for {self.index.ntotal} vectors")
         self.row = {docid: i for i, docid in enumerate(self.docids)}
         self._vectors: np.ndarray | None = None
+        self._ragged: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     @property
     def encoder_settings(self) -> dict:
@@ -273,6 +298,24 @@ class DenseStore:
 
     def missing(self, docids) -> list[str]:
         return [d for d in docids if d not in self.row]
+
+    def ragged(self, name: str, docids: list[str]) -> list[np.ndarray]:
+        """Each document's rows of the per-document array ``name`` (memory-mapped, read on demand)."""
+        if name not in self._ragged:
+            data_file, offsets_file = self.path / f"{name}{RAGGED_DATA}", self.path / f"{name}{RAGGED_OFFSETS}"
+            if not (data_file.is_file() and offsets_file.is_file()):
+                raise InputError(f"{self.path}: the store holds no {name!r} arrays (written by another encoder?)")
+            try:
+                data, offsets = np.load(data_file, mmap_mode="r"), np.load(offsets_file)
+            except ValueError as err:
+                raise InputError(f"{data_file}: unreadable ({err}; truncated?)") from None
+            if len(offsets) != len(self.docids) + 1 or offsets[-1] != len(data):
+                raise InputError(f"{data_file}: {len(data)} rows and {len(offsets) - 1} offsets for "
+                                 f"{len(self.docids)} documents (truncated or from another store)")
+            self._ragged[name] = (data, offsets)
+        data, offsets = self._ragged[name]
+        rows = [self.row[d] for d in docids]
+        return [np.asarray(data[offsets[r]:offsets[r + 1]]) for r in rows]
 
     def scores(self, query_vector: np.ndarray, docids: list[str]) -> np.ndarray:
         """Inner products of one query vector with the given documents (all must be in the store)."""

@@ -7,8 +7,9 @@
 Corpus output: JsonVectorCollection shards in DIR (plus DIR.manifest.json beside it), resumable.
 Query output: the TSV `pyserini.search.lucene --impact` reads, optionally JSONL with float weights.
 Dense output: a dense store (faiss index + docids + manifest, see lsr_pyserini/dense.py) that
-`rerank --reranker dense` and `search_dense` read. Encoders with a dense side as well (PromptReps)
-fill a store in the same pass with `encode corpus ... --dense-store STORE`.
+`rerank --reranker dense` and `search_dense` read. Encoders with a dense side as well (PromptReps,
+BGE-M3) fill a store in the same pass with `encode corpus ... --dense-store STORE` (BGE-M3's also
+holds the ColBERT vectors and float sparse weights that `rerank --reranker bgem3` reads).
 """
 from __future__ import annotations
 
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="discard existing output instead of resuming or refusing")
     corpus.add_argument("--dense-store", metavar="STORE",
                         help="also write the encoder's dense vectors to this dense store, in the same "
-                             "forward pass (encoders with a dense side, e.g. promptreps; default: none)")
+                             "forward pass (encoders with a dense side: promptreps, bgem3; default: none)")
     queries = sub.add_parser("queries", help="encode queries into a Lucene impact query TSV")
     add_common_args(queries, "queries")
     queries.add_argument("--output", required=True, help="query TSV (qid<TAB>terms repeated by impact)")
@@ -232,14 +233,15 @@ def encode_corpus(args, settings: dict) -> None:
         texts = [d.text for d in shard]
         if dense_store is None:
             vectors = encode_in_length_order(encoder.encode_documents, texts, settings["batch_size"], progress)
-        else:
-            pairs = encode_in_length_order(encoder.encode_documents_with_dense, texts, settings["batch_size"], progress)
-            vectors = [sparse for sparse, _ in pairs]
+        else:  # (sparse, dense) or (sparse, dense, {name: per-document array}) per document
+            outputs = encode_in_length_order(encoder.encode_documents_with_dense, texts, settings["batch_size"], progress)
+            vectors = [output[0] for output in outputs]
         records = [{"id": doc.id, "contents": doc.text, "vector": quantize(vector, impact_scale)}
                    for doc, vector in zip(shard, vectors)]
         if dense_store is None:
             return records
-        return records, ([d.id for d in shard], np.stack([dense for _, dense in pairs]))
+        ragged = {name: [output[2][name] for output in outputs] for name in (outputs[0][2] if len(outputs[0]) > 2 else {})}
+        return records, ([d.id for d in shard], np.stack([output[1] for output in outputs]), ragged)
 
     encoded_now = write_shards_or_stop(read_corpus(args.input), writer, args, to_records, progress,
                                        check.count, lambda: sparse_writer.totals()[0])

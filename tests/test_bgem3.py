@@ -304,3 +304,54 @@ def test_encode_command_refuses_a_folder_without_the_sparse_head(tmp_path):
     assert len(error_lines(result)) == 1 and "sparse_linear.pt is missing" in error_lines(result)[0], result.stderr
     assert str(folder) in error_lines(result)[0] and "Traceback" not in result.stderr
     assert not out.exists()
+
+
+def write_run(path, ranking: dict[str, list[str]]):
+    path.write_text("".join(f"{qid} Q0 {d} {rank} {100 - rank} bm25\n"
+                            for qid, docs in ranking.items() for rank, d in enumerate(docs, start=1)))
+
+
+def test_hybrid_reranker_reads_every_head_from_the_store(tiny_bgem3, tmp_path):
+    """`encode corpus --dense-store` keeps the dense, ColBERT and full sparse heads of each document;
+    `rerank --reranker bgem3` scores only queries and equals the direct computation for any weights."""
+    corpus, queries = tmp_path / "corpus.jsonl", tmp_path / "queries.tsv"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
+    query_texts = {"q1": "vitamin D in new york", "q2": "calcium 50%"}
+    queries.write_text("".join(f"{q}\t{t}\n" for q, t in query_texts.items()))
+    store = tmp_path / "m3.store"
+    run_tool("encode", "corpus", "--encoder", "bge-m3", "--model", tiny_bgem3, "--input", corpus,
+             "--output", tmp_path / "vectors", "--shard-size", "3", "--dense-store", store, "--batch-size", "1",
+             check=True)
+    candidates = {"q1": ["d1", "d0", "d2", "d3"], "q2": ["d3", "d0"]}
+    run = tmp_path / "run.txt"
+    write_run(run, candidates)
+    model = BgeM3Model(str(tiny_bgem3), doc_max_length=512, query_max_length=64)
+    for weights, spec in ((HYBRID_WEIGHTS, None), ({"dense": 1.0, "sparse": 0.3, "colbert": 1.0},
+                                                   "dense=1,sparse=0.3,colbert=1"), ({"colbert": 1.0}, "colbert=1")):
+        out = tmp_path / f"reranked-{spec}.txt"
+        result = run_tool("rerank", "--reranker", "bgem3", "--run", run, "--queries", queries, "--store", store,
+                          "--output", out, *(["--hybrid-weights", spec] if spec else []))
+        assert result.returncode == 0, result.stderr
+        got = {(f[0], f[2]): float(f[4]) for f in (line.split() for line in out.read_text().splitlines())}
+        for qid, docs in candidates.items():
+            query = model.encode([query_texts[qid]], "queries")
+            direct = hybrid_score(candidate_scores(query, model.encode([TEXTS[int(d[1:])] for d in docs],
+                                                                       "documents")), weights)
+            for doc, expected in zip(docs, direct.tolist()):
+                assert got[(qid, doc)] == pytest.approx(expected, abs=2e-3)  # ColBERT vectors kept in float16
+    # dense-only re-ranking and full dense search read the same store
+    assert run_tool("rerank", "--reranker", "dense", "--run", run, "--queries", queries, "--store", store,
+                    "--output", tmp_path / "dense.txt").returncode == 0
+    assert run_tool("search_dense", "--store", store, "--queries", queries, "--output", tmp_path / "full.txt",
+                    "--hits", "3").returncode == 0
+    assert len((tmp_path / "full.txt").read_text().splitlines()) == 6
+
+    bad = run_tool("rerank", "--reranker", "bgem3", "--run", run, "--queries", queries, "--store", store,
+                   "--output", tmp_path / "bad.txt", "--hybrid-weights", "dense=1,lexical=2")
+    assert bad.returncode == 2 and "unknown head 'lexical'" in error_lines(bad)[0]
+    assert not (tmp_path / "bad.txt").exists()
+    (store / "colbert.data.npy").write_bytes((store / "colbert.data.npy").read_bytes()[:-64])  # truncated
+    bad = run_tool("rerank", "--reranker", "bgem3", "--run", run, "--queries", queries, "--store", store,
+                   "--output", tmp_path / "bad.txt", "--hybrid-weights", "colbert=1")
+    assert bad.returncode == 2 and "colbert.data.npy" in error_lines(bad)[0], bad.stderr
+    assert not (tmp_path / "bad.txt").exists()

@@ -37,6 +37,36 @@ def test_losses_match_their_definitions():
     assert losses.quadratic_warmup(1.0, 5, 10) == 0.25 and losses.quadratic_warmup(1.0, 20, 10) == 1.0
 
 
+def test_splade_pooling_without_the_full_logits_has_the_same_values_and_gradients(tiny_mlm):
+    from lsr_pyserini.train.splade import SpladeFamily
+
+    family = SpladeFamily(str(tiny_mlm), Namespace(doc_max_length=32, query_max_length=8))
+    texts = ["vitamin d and calcium absorption", "bm25", "the intestine absorbs calcium when vitamin d is present"]
+
+    def gradients(represent):
+        family.model.zero_grad()
+        weights = represent()
+        ((weights.sum(1) - 3) ** 2).sum().backward()
+        grads = [p.grad.clone() for p in family.model.parameters() if p.grad is not None]
+        # [PAD]'s embedding row is zero, so its logit ties at every position: max pooling's
+        # gradient may go to any of them (torch's amax splits it); leave that row out
+        grads[0][family.tokenizer.pad_token_id] = 0
+        return weights.detach(), grads
+
+    def direct():
+        encoded = family.tokenizer(texts, padding=True, truncation=True, max_length=32, return_tensors="pt")
+        logits = family.model(**encoded).logits[..., : family.terms]
+        padding = ~encoded["attention_mask"].bool().unsqueeze(-1)
+        return torch.log1p(torch.relu(logits.masked_fill(padding, float("-inf")).amax(1)))
+
+    expected, expected_grads = gradients(direct)
+    got, got_grads = gradients(lambda: family.represent(texts, 32))
+    assert (expected > 0).sum() > 10 and torch.allclose(got, expected, atol=1e-5)
+    assert len(got_grads) == len(expected_grads)
+    for g, e in zip(got_grads, expected_grads):  # parameters with no real gradient (key biases) hold float noise
+        assert float((g - e).norm()) <= 1e-4 * float(e.norm()) + 1e-6
+
+
 def test_training_data_checks(tmp_path, negatives):
     data = TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(negatives))
     assert len(data) == 7
@@ -55,6 +85,40 @@ def test_training_data_checks(tmp_path, negatives):
     only_positives.write_text("q1 Q0 s1 1 9 bm25\nq2 Q0 s3 1 9 bm25\n")
     with pytest.raises(InputError, match="empty negatives pool"):
         TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(only_positives))
+
+
+def test_teacher_scores_from_lines_or_a_trec_run_scaled(tmp_path, negatives):
+    lines, run = tmp_path / "teacher.txt", tmp_path / "teacher.run"
+    lines.write_text("q1 s1 2.5\nq1 s2 0.5\n")
+    run.write_text("q1 Q0 s1 1 2.5 fused\nq1 Q0 s2 2 0.5 fused\n")
+    for path in (lines, run):
+        data = TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(negatives), teacher=str(path),
+                            teacher_scale=10)
+        assert data.teacher == {"q1": {"s1": 25.0, "s2": 5.0}}
+    lines.write_text("q1 s1\n")
+    with pytest.raises(InputError, match="expected 'qid docid score'"):
+        TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(negatives), teacher=str(lines))
+
+
+def test_balanced_biqdl_weighs_present_and_absent_terms_alike(tiny_mlm):
+    from lsr_pyserini.train.tilde import TildeFamily
+
+    args = Namespace(doc_max_length=32, query_max_length=8, balanced=True)
+    family = TildeFamily(str(tiny_mlm), args)
+    logits = torch.randn(2, family.tilde.vocab_size)
+    labels = torch.zeros_like(logits)
+    valid = family.valid.nonzero().flatten()
+    labels[0, valid[:3]] = 1.0
+    labels[1, valid[5]] = 1.0
+    bce = F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+    expected = []
+    for row in range(2):
+        present = (labels[row] == 1) & family.valid
+        absent = (labels[row] == 0) & family.valid
+        expected.append(bce[row][present].mean() + bce[row][absent].mean())
+    assert torch.isclose(family.likelihood_loss(logits, labels), torch.stack(expected).mean())
+    family.balanced = False
+    assert torch.isclose(family.likelihood_loss(logits, labels), (bce * family.valid).sum(1).mean() / family.valid.sum())
 
 
 def train_cli(family, base, out, negatives, *extra):
@@ -133,9 +197,13 @@ def test_tilde_biqdl_expansion_and_tildev2(tiny_mlm, negatives, tmp_path):
         assert not any(t in STOPWORDS or t.startswith("##") for t in added)
         assert not set(added) & set(original.lower().split())
 
+    teacher = tmp_path / "teacher.txt"  # a teacher that prefers lower document numbers
+    teacher.write_text("".join(f"{q} s{d} {20 - d}\n" for q in (l.split("\t")[0] for l in QUERIES.read_text().splitlines())
+                               for d in range(1, 13)))
     result = train_cli("tildev2", tiny_mlm, tmp_path / "t2", negatives, "--max-steps", "2",
-                       "--group-size", "3", "--doc-max-length", "48")
+                       "--group-size", "3", "--doc-max-length", "48", "--teacher", teacher)
     assert result.returncode == 0, result.stderr
+    assert "mse" in json.loads((tmp_path / "t2" / "lsr_training.json").read_text())["final"]
     wrong = train_cli("tildev2", tmp_path / "tilde", tmp_path / "t3", negatives, "--max-steps", "1")
     assert wrong.returncode == 2 and "trained as a 'tilde' model, not 'tildev2'" in error_lines(wrong)[0]
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 from typing import Mapping, NamedTuple
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -169,18 +170,32 @@ class BgeM3Model:
         )
 
     def _sparse(self, hidden: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor) -> list[SparseVector]:
+        return [{self.terms[i]: w for i, w in weights.items()} for weights in self._sparse_ids(hidden, input_ids, mask)]
+
+    def _sparse_ids(self, hidden: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor) -> list[dict[int, float]]:
+        """{vocabulary id: weight} per text (terms and vocabulary ids are one to one)."""
         weights = torch.relu(self.sparse_linear(hidden)).squeeze(-1)  # batch x length
         dropped = set(self.dropped_ids)
         vectors = []
         for ids, row, keep in zip(input_ids.tolist(), weights.tolist(), mask.tolist()):
-            vector: SparseVector = {}
+            vector: dict[int, float] = {}
             for token_id, weight, real in zip(ids, row, keep):
-                if real and weight > 0 and token_id not in dropped:
-                    term = self.terms[token_id]
-                    if weight > vector.get(term, 0.0):
-                        vector[term] = weight
+                if real and weight > 0 and token_id not in dropped and weight > vector.get(token_id, 0.0):
+                    vector[token_id] = weight
             vectors.append(vector)
         return vectors
+
+    @torch.inference_mode()
+    def encode_for_store(self, texts: list[str], side: str) -> tuple[BgeM3Output, list[dict[int, float]]]:
+        """All three heads from one forward pass, the sparse head also as {vocabulary id: weight}."""
+        encoded = self._tokenize(texts, side)
+        hidden = self.encoder(**encoded).last_hidden_state.float()
+        mask = encoded["attention_mask"]
+        by_id = self._sparse_ids(hidden, encoded["input_ids"], mask)
+        output = BgeM3Output(dense=F.normalize(hidden[:, 0], dim=-1),
+                             sparse=[{self.terms[i]: w for i, w in weights.items()} for weights in by_id],
+                             colbert=self._colbert(hidden, mask))
+        return output, by_id
 
     def _colbert(self, hidden: torch.Tensor, mask: torch.Tensor) -> list[torch.Tensor]:
         vectors = F.normalize(self.colbert_linear(hidden[:, 1:]), dim=-1)
@@ -263,7 +278,9 @@ class BgeM3Encoder(SparseEncoder):
         self.model = BgeM3Model(model, doc_max_length=doc_max_length, query_max_length=query_max_length)
 
     def _encode(self, texts: list[str], side: str) -> list[SparseVector]:
-        vectors = self.model.encode(texts, side, heads=("sparse",)).sparse
+        return self._prune(self.model.encode(texts, side, heads=("sparse",)).sparse, side)
+
+    def _prune(self, vectors: list[SparseVector], side: str) -> list[SparseVector]:
         top_k = self.top_k[side]
         if top_k:
             vectors = [dict(sorted(v.items(), key=lambda kv: -kv[1])[: int(top_k)]) for v in vectors]
@@ -275,9 +292,49 @@ class BgeM3Encoder(SparseEncoder):
     def encode_queries(self, texts: list[str]) -> list[SparseVector]:
         return self._encode(texts, "queries")
 
+    def encode_documents_with_dense(self, texts: list[str]) -> list[tuple]:
+        """Per document, from one forward pass (`encode corpus --dense-store`): the (top-k) sparse
+        vector for Lucene, the dense vector, and what the `bgem3` re-ranker reads from the store:
+        the ColBERT vectors (float16) and the whole sparse head as vocabulary ids and weights."""
+        output, by_id = self.model.encode_for_store(texts, "documents")
+        sparse = self._prune(output.sparse, "documents")
+        return [(vector, dense.numpy(), {
+                    "colbert": colbert.numpy().astype(np.float16),
+                    "sparse_ids": np.fromiter(weights.keys(), dtype=np.int32, count=len(weights)),
+                    "sparse_weights": np.fromiter(weights.values(), dtype=np.float32, count=len(weights))})
+                for vector, dense, colbert, weights in zip(sparse, output.dense, output.colbert, by_id)]
+
+    @property
+    def dense(self) -> "BgeM3Dense":
+        return BgeM3Dense(self.model)
+
     def describe(self) -> dict:
         return {"family": "bgem3", **self.model.describe(),
                 "doc_top_k": self.top_k["documents"], "query_top_k": self.top_k["queries"]}
+
+
+class BgeM3Dense:
+    """BGE-M3's dense side as the dense store and `search_dense` / `rerank` use it."""
+
+    def __init__(self, model: BgeM3Model):
+        self.model = model
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self.model.encode(texts, "queries", heads=("dense",)).dense.numpy()
+
+    def encode_documents(self, texts: list[str]) -> np.ndarray:
+        return self.model.encode(texts, "documents", heads=("dense",)).dense.numpy()
+
+    def describe(self) -> dict:
+        model = self.model.describe()
+        return {"family": "bgem3", "model": model["model"], "doc_max_length": model["doc_max_length"],
+                "query_max_length": model["query_max_length"]}
+
+
+def dense_encoder(settings: dict) -> BgeM3Dense:
+    """The dense side a store's manifest describes (`lsr_pyserini.dense.build_dense_encoder`)."""
+    return BgeM3Dense(BgeM3Model(settings["model"], doc_max_length=settings.get("doc_max_length", 512),
+                                 query_max_length=settings.get("query_max_length", 64)))
 
 
 @register("bgem3")

@@ -34,6 +34,19 @@ class _HeadInput(Exception):
         self.hidden = hidden
 
 
+def run_to_head(model, encoded) -> torch.Tensor:
+    """The hidden states that feed the model's output-embedding layer (batch x length x hidden),
+    with gradient when enabled; the vocabulary projection itself is not run."""
+    hook = model.get_output_embeddings().register_forward_pre_hook(SpladeEncoder._stop_at_head)
+    try:
+        model(**encoded)
+    except _HeadInput as stop:
+        return stop.hidden
+    finally:
+        hook.remove()
+    raise RuntimeError("the model never reached its output-embedding layer")
+
+
 def load_masked_lm(path: str, family: str = "splade"):
     """A masked-LM model; InputError when the checkpoint has no (trained) MLM head, or when this
     toolkit trained it for another family than `family`."""

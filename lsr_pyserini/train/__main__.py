@@ -35,7 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--output", required=True, help="folder for the trained checkpoint")
         p.add_argument("--base", default=builder.default_base,
                        help=f"preset name or checkpoint to start from (default: {builder.default_base})")
-        p.add_argument("--teacher", help="teacher scores 'qid docid score' for MarginMSE")
+        p.add_argument("--teacher", help="teacher scores for MarginMSE: 'qid docid score' lines or a TREC run")
+        p.add_argument("--teacher-scale", type=float, default=1.0,
+                       help="multiply the teacher's scores by this (MarginMSE matches margins, so the teacher's "
+                            "must be on the student's scale; default: 1)")
         p.add_argument("--negatives-depth", type=int, default=100, help="run depth to sample negatives from (default: 100)")
         p.add_argument("--epochs", type=int, default=1, help="passes over the training queries (default: 1)")
         p.add_argument("--max-steps", type=int, help="stop after this many steps (default: all epochs)")
@@ -71,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     from .loop import seed_everything
 
     seed_everything(args.seed)
-    data = TrainingData(args.queries, args.qrels, args.corpus, args.negatives, args.negatives_depth, args.teacher)
+    data = TrainingData(args.queries, args.qrels, args.corpus, args.negatives, args.negatives_depth, args.teacher,
+                        args.teacher_scale)
     model = load_families()[args.family](base_model(args.base), args)
     settings = {k: v for k, v in vars(args).items() if k not in ("quiet", "save_every", "threads")}
     summary = train(model, data, args.output, settings, epochs=args.epochs, batch_size=args.batch_size,

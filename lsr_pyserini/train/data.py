@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..cli import warn
 from ..data import InputError, parse_number, read_corpus, read_qrels_rows, read_queries, read_rows, read_run
@@ -25,7 +26,14 @@ class Batch:
 
 
 def read_teacher(path: str) -> dict[str, dict[str, float]]:
-    """Teacher scores ``qid docid score`` as {qid: {docid: score}}."""
+    """Teacher scores as {qid: {docid: score}}, from ``qid docid score`` lines or from a TREC run
+    (``qid Q0 docid rank score tag``: e.g. a re-ranked, fused run of the training queries)."""
+    if not Path(path).is_file():
+        raise InputError(f"{path}: no such file")
+    with open(path, encoding="utf-8") as handle:
+        width = next((len(line.split()) for line in handle if line.strip()), 3)
+    if width == 6:
+        return {qid: dict(ranking) for qid, ranking in read_run(path).items()}
     scores: dict[str, dict[str, float]] = {}
     for line_no, f in read_rows(path, "qid docid score"):
         scores.setdefault(f[0], {})[f[1]] = parse_number(path, line_no, "score", f[2])
@@ -36,7 +44,7 @@ class TrainingData:
     """Validated training triples: every qrels line must name a known query and document."""
 
     def __init__(self, queries: str, qrels: str, corpus: str, negatives: str, depth: int = 100,
-                 teacher: str | None = None):
+                 teacher: str | None = None, teacher_scale: float = 1.0):
         self.queries = {q.id: q.text for q in read_queries(queries)}
         self.corpus = {d.id: d.text for d in read_corpus(corpus)}
         self.positives: dict[str, list[str]] = {}
@@ -63,7 +71,13 @@ class TrainingData:
             warn(f"{missing} of {len(self.positives)} training queries have no hard negative in {negatives}; "
                  f"they are left out")
         self.query_ids = sorted(self.negatives)
-        self.teacher = read_teacher(teacher) if teacher else None
+        self.teacher = None
+        if teacher:
+            self.teacher = {q: {d: s * teacher_scale for d, s in scores.items()}
+                            for q, scores in read_teacher(teacher).items()}
+            missing = sum(d not in self.teacher.get(q, {}) for q, docs in self.positives.items() for d in docs)
+            if missing:
+                warn(f"{teacher}: {missing} relevant pairs have no teacher score; they count as 0")
 
     def __len__(self) -> int:
         return len(self.query_ids)

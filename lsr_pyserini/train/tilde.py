@@ -4,7 +4,9 @@ For each (query, relevant passage) pair, the passage's first-position logits are
 binary cross-entropy to predict which vocabulary terms occur in the query (query likelihood),
 and the query's to predict the passage's terms (document likelihood). Stop words, punctuation and
 special tokens are excluded from the targets; the loss is normalised by the number of valid terms.
-Only each group's positive is used: BiQDL needs no negatives.
+Only each group's positive is used: BiQDL needs no negatives. Two options beyond the paper, for
+small training sets: `--balanced` (present and absent terms averaged separately) and
+`--passage-terms-weight` (every passage of the batch, negatives included, also predicts its own terms).
 """
 from __future__ import annotations
 
@@ -22,6 +24,13 @@ from .data import Batch
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--doc-max-length", type=int, default=256, help="passage tokens (default: 256)")
     parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
+    parser.add_argument("--balanced", action="store_true",
+                        help="average the binary cross-entropy of the present terms and of the absent ones "
+                             "separately, then add them (default: one mean over the vocabulary, as TILDE; with "
+                             "a few hundred training pairs the ~10 present terms of ~30,000 barely count)")
+    parser.add_argument("--passage-terms-weight", type=float, default=0.0,
+                        help="add this weight x the loss of every passage of the batch predicting its own "
+                             "terms (self-supervision from the corpus, beyond BiQDL; default: 0, BiQDL only)")
 
 
 class TildeFamily(torch.nn.Module):
@@ -32,6 +41,8 @@ class TildeFamily(torch.nn.Module):
         valid = torch.ones(self.tilde.vocab_size, dtype=torch.bool)
         valid[self.tilde.excluded_ids] = False
         self.register_buffer("valid", valid, persistent=False)
+        self.balanced = bool(getattr(args, "balanced", False))
+        self.passage_terms_weight = float(getattr(args, "passage_terms_weight", 0.0) or 0.0)
 
     def targets(self, texts: list[str], side: str) -> torch.Tensor:
         labels = torch.zeros(len(texts), self.tilde.vocab_size)
@@ -40,17 +51,31 @@ class TildeFamily(torch.nn.Module):
         return labels
 
     def likelihood_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        losses = F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
-        return (losses * self.valid).sum(1).mean() / self.valid.sum()
+        losses = F.binary_cross_entropy_with_logits(logits, labels, reduction="none") * self.valid
+        if not self.balanced:
+            return losses.sum(1).mean() / self.valid.sum()
+        present = labels * self.valid
+        absent = (1 - labels) * self.valid
+        return ((losses * present).sum(1) / present.sum(1).clamp(min=1)
+                + (losses * absent).sum(1) / absent.sum(1).clamp(min=1)).mean()
 
     def loss(self, batch: Batch, step: int):
         passages = batch.documents[:: batch.group_size]
-        query_likelihood = self.likelihood_loss(self.tilde.first_logits(passages, "documents"),
-                                                self.targets(batch.queries, "queries"))
+        if self.passage_terms_weight:  # every passage of the batch, for the self-supervised term
+            all_logits = self.tilde.first_logits(batch.documents, "documents")
+            passage_logits = all_logits[:: batch.group_size]
+        else:
+            passage_logits = self.tilde.first_logits(passages, "documents")
+        query_likelihood = self.likelihood_loss(passage_logits, self.targets(batch.queries, "queries"))
         document_likelihood = self.likelihood_loss(self.tilde.first_logits(batch.queries, "queries"),
                                                    self.targets(passages, "documents"))
         loss = (query_likelihood + document_likelihood) / 2
-        return loss, {"ql": float(query_likelihood.detach()), "dl": float(document_likelihood.detach())}
+        logs = {"ql": float(query_likelihood.detach()), "dl": float(document_likelihood.detach())}
+        if self.passage_terms_weight:
+            own_terms = self.likelihood_loss(all_logits, self.targets(batch.documents, "documents"))
+            loss = loss + self.passage_terms_weight * own_terms
+            logs["own"] = float(own_terms.detach())
+        return loss, logs
 
     def save(self, folder) -> None:
         self.model.save_pretrained(folder)

@@ -1,5 +1,6 @@
 """TILDEv2 training: contrastive loss over exact-match scores (the positive against its group's
-BM25 hard negatives and, as the original code does, the other queries' documents in the batch)."""
+BM25 hard negatives and, as the original code does, the other queries' documents in the batch),
+plus MarginMSE against a teacher's scores when `--teacher` is given."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,7 @@ from ..encoders.tildev2 import TildeV2Model
 from ..presets import resolve_model
 from . import register
 from .data import Batch
-from .losses import contrastive_loss
+from .losses import contrastive_loss, margin_mse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
     parser.add_argument("--no-in-batch", action="store_true",
                         help="score each query against its own group only (pure localised contrastive estimation)")
+    parser.add_argument("--margin-mse-weight", type=float, default=1.0,
+                        help="weight of MarginMSE when --teacher is given (default: 1)")
 
 
 def exact_match_scores(query_ids: torch.Tensor, query_mask: torch.Tensor, doc_ids: torch.Tensor,
@@ -49,7 +52,12 @@ class TildeV2Family(torch.nn.Module):
         scores = exact_match_scores(queries["input_ids"], queries["attention_mask"].float(),
                                     docs["input_ids"], weights)
         loss = contrastive_loss(scores, batch.group_size, in_batch=not self.args.no_in_batch)
-        return loss, {"doc_nnz": float((weights > 0).sum(1).float().mean())}
+        logs = {"rank": float(loss.detach()), "doc_nnz": float((weights > 0).sum(1).float().mean())}
+        if batch.teacher is not None:
+            distil = margin_mse(scores, torch.tensor(batch.teacher), batch.group_size)
+            loss = loss + self.args.margin_mse_weight * distil
+            logs["mse"] = float(distil.detach())
+        return loss, logs
 
     def save(self, folder) -> None:
         self.model.save(folder)

@@ -1,0 +1,81 @@
+"""BGE-M3 hybrid re-ranking: the paper's weighted sum of its dense, sparse and multi-vector scores.
+
+The store is the dense store `encode corpus --encoder bge-m3 --dense-store STORE` writes in the
+same forward pass as the Lucene vectors: the normalised [CLS] vectors (faiss), and per document
+the ColBERT vectors (float16) and the whole sparse head (vocabulary ids and float weights). Only
+the queries are encoded here. score = sum over heads of weight x head score, default dense 1 +
+sparse 0.3 (the paper's dense+sparse setting); `--hybrid-weights dense=1,sparse=0.3,colbert=1` is
+its all-three setting.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..data import InputError
+from ..encoders.bgem3 import HEADS, HYBRID_WEIGHTS
+from . import register
+from .dense import DenseReranker
+
+
+def parse_weights(text: str | None) -> dict[str, float]:
+    """``dense=1,sparse=0.3`` -> weights per head (heads not named get 0); None: the paper's."""
+    if not text:
+        return dict(HYBRID_WEIGHTS)
+    weights = {head: 0.0 for head in HEADS}
+    for item in text.split(","):
+        head, _, value = item.partition("=")
+        head = head.strip()
+        if head not in HEADS:
+            raise InputError(f"--hybrid-weights: unknown head {head!r} (known: {', '.join(HEADS)})")
+        try:
+            weights[head] = float(value)
+        except ValueError:
+            raise InputError(f"--hybrid-weights: {item!r} is not HEAD=NUMBER") from None
+    if not any(weights.values()):
+        raise InputError("--hybrid-weights: all weights are zero")
+    return weights
+
+
+class BgeM3Reranker(DenseReranker):
+    family = "bgem3"
+
+    def __init__(self, store: str, options: dict):
+        super().__init__(store, options)
+        self.weights = parse_weights(options.get("hybrid_weights"))
+        for head in ("colbert", "sparse"):
+            if self.weights[head]:
+                self.store.ragged(head if head == "colbert" else "sparse_ids", [])  # fail early if absent
+
+    def score(self, query_ids, query_texts, candidates):
+        model = self.encoder.model
+        results = []
+        for start in range(0, len(query_texts), self.batch_size):
+            output, sparse = model.encode_for_store(query_texts[start:start + self.batch_size], "queries")
+            for row, docs in enumerate(candidates[start:start + self.batch_size]):
+                total = np.zeros(len(docs), dtype=np.float64)
+                if self.weights["dense"]:
+                    total += self.weights["dense"] * self.store.scores(output.dense[row].numpy(), docs)
+                if self.weights["sparse"]:
+                    total += self.weights["sparse"] * self._sparse(sparse[row], docs)
+                if self.weights["colbert"]:
+                    query = output.colbert[row].numpy()
+                    total += self.weights["colbert"] * np.asarray(
+                        [(query @ d.astype(np.float32).T).max(1).mean() if len(d) and len(query) else 0.0
+                         for d in self.store.ragged("colbert", docs)])
+                results.append(total.tolist())
+        return results
+
+    def _sparse(self, query: dict[int, float], docs: list[str]) -> np.ndarray:
+        """Sum over shared vocabulary ids of query weight x document weight."""
+        ids = self.store.ragged("sparse_ids", docs)
+        weights = self.store.ragged("sparse_weights", docs)
+        return np.asarray([sum(query.get(int(i), 0.0) * float(w) for i, w in zip(doc_ids, doc_weights))
+                           for doc_ids, doc_weights in zip(ids, weights)])
+
+    def describe(self) -> dict:
+        return {**super().describe(), "hybrid_weights": self.weights}
+
+
+@register("bgem3")
+def build(store: str, options: dict) -> BgeM3Reranker:
+    return BgeM3Reranker(store, options)
