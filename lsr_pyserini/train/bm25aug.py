@@ -13,7 +13,7 @@ import argparse
 import numpy as np
 import torch
 
-from ..data import read_corpus
+from ..data import InputError, read_corpus
 from ..encoders.bm25aug import QueryAugmenter
 from ..presets import resolve_model
 from ..wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, BM25Statistics, bm25_check, pretokenize
@@ -70,6 +70,8 @@ class BM25AugFamily(torch.nn.Module):
     def __init__(self, base: str, args):
         super().__init__()
         bm25_check(args.k1, args.b)
+        if args.teacher:
+            raise InputError("bm25aug trains with the contrastive loss only: --teacher is not used")
         self.args = args
         self.model = QueryAugmenter.load(resolve_model(base), augment=not args.no_augmentation,
                                          weighting=not args.no_weighting, query_max_length=args.query_max_length)
