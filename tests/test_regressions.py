@@ -14,7 +14,9 @@ from conftest import REPO, run_tool
 ON_REQUEST = pytest.mark.skipif(os.environ.get("LSR_PYSERINI_ALL_REGRESSIONS") != "1",
                                 reason="long regression: set LSR_PYSERINI_ALL_REGRESSIONS=1 to run it")
 REGRESSIONS = ["scifact-bm25.yaml", "scifact-splade-tiny.yaml",
-               pytest.param("scifact-bm25-minilm-fusion.yaml", marks=ON_REQUEST)]
+               pytest.param("scifact-bm25-minilm-fusion.yaml", marks=ON_REQUEST),
+               pytest.param("scifact-bm25-augmented.yaml", marks=ON_REQUEST),  # trains: ~4-7 min
+               pytest.param("scifact-bm25-augmented-minilm.yaml", marks=ON_REQUEST)]  # trains: ~12 min
 
 
 @pytest.mark.slow

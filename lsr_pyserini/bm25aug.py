@@ -1,0 +1,213 @@
+"""WordPiece BM25 indexes and learned augmented BM25 queries (arXiv 2305.14087).
+
+    python -m lsr_pyserini.bm25aug index   --model MODEL --input CORPUS --index INDEX [--scoring bm25|bow]
+    python -m lsr_pyserini.bm25aug queries --model MODEL --index INDEX --input QUERIES --output FILE.tsv
+
+`index` writes the corpus as space-joined WordPiece tokens of MODEL's tokenizer (INDEX.docs/,
+JsonCollection shards, resumable), indexes them with `pyserini.index.lucene --pretokenized`
+(whitespace analysis: no stemming, no stop words) and records the tokenizer in
+INDEX/lsr_tokenizer.json. With `--scoring bow` (the "no BM25" ablation) every present token gets
+impact 1 in an impact index instead.
+
+`queries` refuses an index built with another tokenizer, runs the model on each query and writes
+`qid<TAB>tokens`, each token repeated round(boost x --boost-scale) times, boost = w(q)*(bow(q)+a(q)).
+Pyserini's bag-of-words query generator turns n repetitions of a term into one clause with boost
+n, and Lucene's BM25 score of a clause is linear in its boost, so
+
+    python -m pyserini.search.lucene --index INDEX --topics FILE.tsv --bm25 --pretokenized ...
+
+scores exactly the model's formula (times --boost-scale, up to rounding). For a `--scoring bow`
+index search with `--impact --pretokenized` instead. `--no-augmentation --no-weighting` with any
+checkpoint of the same tokenizer gives plain WordPiece BM25 queries.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .cli import fail, run_main, warn
+from .data import InputError, read_corpus, read_queries
+from .encode import checked_corpus, input_identity, progress_bar, write_shards_or_stop
+from .encoders.base import load_tokenizer
+from .presets import resolve_model
+from .wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, check_index_tokenizer, pretokenize, write_tokenizer_record
+from .writer import ShardWriter, atomic_write, quantize, query_line
+
+DEFAULT_MODEL = "python-package:cognition/model"
+LUCENE_MAX_CLAUSES = 1024  # Lucene's default IndexSearcher.maxClauseCount
+
+
+def model_path(reference: str) -> str:
+    from .train.__main__ import base_model
+
+    return resolve_model(base_model(reference))
+
+
+def build_index(args) -> None:
+    index = Path(args.index)
+    if index.exists() and any(index.iterdir()) and not args.overwrite:
+        raise InputError(f"{index}: exists and is not empty: choose another --index or pass --overwrite")
+    path = model_path(args.model)
+    tokenizer = load_tokenizer(path)
+    check = checked_corpus(args.input)
+    if args.overwrite and index.is_dir():
+        shutil.rmtree(index)
+    docs_dir = Path(str(index).rstrip("/") + ".docs")
+    settings = {"format": "JsonVectorCollection" if args.scoring == "bow" else "JsonCollection",
+                "tokenizer": path, "scoring": args.scoring, "shard_size": args.shard_size, **input_identity(args.input)}
+    writer = ShardWriter(str(docs_dir), settings, overwrite=args.overwrite)
+    progress = progress_bar(check.count, args.quiet, "doc")
+
+    def to_records(shard):
+        tokens = pretokenize(tokenizer, [doc.text for doc in shard])
+        progress.update(len(shard))
+        if args.scoring == "bow":
+            return [{"id": doc.id, "contents": "", "vector": {t: 1 for t in toks}} for doc, toks in zip(shard, tokens)]
+        return [{"id": doc.id, "contents": " ".join(toks)} for doc, toks in zip(shard, tokens)]
+
+    args.output = str(docs_dir)  # what write_shards_or_stop names when interrupted
+    write_shards_or_stop(read_corpus(args.input), writer, args, to_records, progress, check.count,
+                         lambda: writer.totals()[0])
+    progress.close()
+    writer.finish({"documents_written": writer.totals()[0]})
+    collection = "JsonVectorCollection" if args.scoring == "bow" else "JsonCollection"
+    command = [sys.executable, "-m", "lsr_pyserini.lucene", "index", "--collection", collection,
+               "--input", str(docs_dir), "--index", str(index), "--generator", "DefaultLuceneDocumentGenerator",
+               "--pretokenized", "--threads", str(args.threads)]
+    if args.scoring == "bow":
+        command.append("--impact")
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0 or not index.is_dir():
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+        fail(f"Lucene indexing of {docs_dir} failed: {tail[0]}")
+    write_tokenizer_record(index, tokenizer, args.model, args.scoring)
+    print(f"indexed {check.count} documents as WordPiece tokens of {args.model} into {index} "
+          f"({args.scoring})", file=sys.stderr)
+
+
+def query_lines(qids: list[str], vectors: list[dict[str, float]], boost_scale: float, max_boost: int,
+                max_terms: int) -> tuple[list[str], int]:
+    """TSV lines and how many queries lost low-boost terms to the clause limit."""
+    lines, trimmed = [], 0
+    for qid, vector in zip(qids, vectors):
+        boosts = quantize(vector, boost_scale)
+        for term, boost in boosts.items():
+            if boost > max_boost:
+                raise InputError(f"query {qid}: term {term!r} would get boost {boost} (weight {vector[term]:.4g} "
+                                 f"x scale {boost_scale:g}), above --max-boost {max_boost}: lower --boost-scale")
+        if len(boosts) > max_terms:
+            trimmed += 1
+            boosts = dict(sorted(boosts.items(), key=lambda item: -item[1])[:max_terms])
+        lines.append(query_line(qid, boosts))
+    return lines, trimmed
+
+
+def generate_queries(args) -> None:
+    import torch
+
+    from .encoders.bm25aug import QueryAugmenter
+
+    if args.boost_scale <= 0 or args.max_boost <= 0 or args.max_terms <= 0:
+        raise InputError("--boost-scale, --max-boost and --max-terms must be positive")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    queries = list(read_queries(args.input))
+    if not queries:
+        raise InputError(f"{args.input}: no queries")
+    path = model_path(args.model)
+    model = QueryAugmenter.load(path, augment=False if args.no_augmentation else None,
+                                weighting=False if args.no_weighting else None)
+    model.eval()
+    record = check_index_tokenizer(args.index, model.tokenizer, args.model)
+    special = set(model.tokenizer.all_special_tokens)
+    empty = [q.id for q, tokens in zip(queries, pretokenize(model.tokenizer, [q.text for q in queries]))
+             if not set(tokens) - special]
+    if empty:
+        more = f"; {len(empty) - 1} more such queries" if len(empty) > 1 else ""
+        raise InputError(f"{args.input}: query {empty[0]!r} tokenizes to nothing searchable with the tokenizer "
+                         f"of {args.model} (no token, or unknown characters only){more}")
+    trained = _trained_settings(path)
+    if trained.get("scoring") and trained["scoring"] != record.get("scoring"):
+        raise InputError(f"{args.model} was trained for {trained['scoring']!r} scoring but {args.index} is a "
+                         f"{record.get('scoring')!r} index")
+    from .encode import encode_in_length_order
+    from .encoders.bm25aug import BM25AugEncoder
+
+    encoder = BM25AugEncoder(model, min_weight=0.5 / args.boost_scale)  # lighter weights round to 0
+    progress = progress_bar(len(queries), args.quiet, "query")
+    with torch.inference_mode():
+        vectors = encode_in_length_order(encoder.encode_queries, [q.text for q in queries], args.batch_size, progress)
+    progress.close()
+    lines, trimmed = query_lines([q.id for q in queries], vectors, args.boost_scale, args.max_boost, args.max_terms)
+    if trimmed:
+        warn(f"{trimmed} queries had more than {args.max_terms} terms; their lowest boosts were left out")
+    atomic_write(Path(args.output), lines)
+    bow_terms = [set(model.tokenizer.tokenize(q.text)) for q in queries]
+    augmented = [len([t for t in line.split("\t", 1)[1].split() if t not in own])
+                 for line, own in zip(lines, bow_terms)]
+    distinct_augmented = [len({t for t in line.split("\t", 1)[1].split()} - own) for line, own in zip(lines, bow_terms)]
+    print(f"wrote {len(lines)} queries into {args.output}; augmented tokens per query: "
+          f"{sum(distinct_augmented) / len(lines):.1f} distinct ({sum(augmented) / len(lines):.1f} with repeats)",
+          file=sys.stderr)
+    k1, b = trained.get("k1", DEFAULT_K1), trained.get("b", DEFAULT_B)
+    if (k1, b) != (DEFAULT_K1, DEFAULT_B):
+        warn(f"{args.model} was trained with BM25 k1={k1}, b={b}: search with --bm25 --k1 {k1} --b {b}")
+
+
+def _trained_settings(path: str) -> dict:
+    marker = Path(path) / "lsr_family.json"
+    return json.loads(marker.read_text()) if marker.is_file() else {}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.bm25aug", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    index = sub.add_parser("index", help="build a WordPiece BM25 index that records its tokenizer")
+    index.add_argument("--model", default="splade-tiny",
+                       help="preset, checkpoint folder or python-package: reference whose tokenizer splits the "
+                            "documents (default: splade-tiny; all-MiniLM-L6-v2 has the same vocabulary)")
+    index.add_argument("--input", required=True, help="corpus: JSONL(.gz), BEIR folder or ir_datasets id")
+    index.add_argument("--index", required=True, help="Lucene index folder to create (INDEX.docs/ holds the tokens)")
+    index.add_argument("--scoring", choices=("bm25", "bow"), default="bm25",
+                       help="bm25 (default) or bow: binary impacts, the 'no BM25' ablation")
+    index.add_argument("--shard-size", type=int, default=10_000, help="documents per shard (default: 10000)")
+    index.add_argument("--threads", type=int, default=1, help="Lucene indexing threads (default: 1)")
+    index.add_argument("--overwrite", action="store_true", help="replace an existing index and token shards")
+    index.add_argument("--quiet", action="store_true", help="no progress bar")
+    queries = sub.add_parser("queries", help="generate augmented, re-weighted BM25 queries")
+    queries.add_argument("--model", required=True,
+                         help="a `train bm25aug` output folder (or, with --no-augmentation --no-weighting, any "
+                              "checkpoint or preset: plain WordPiece BM25 queries)")
+    queries.add_argument("--index", required=True, help="the WordPiece index the queries will run on (tokenizer checked)")
+    queries.add_argument("--input", required=True, help="queries: qid<TAB>text TSV or ir_datasets id")
+    queries.add_argument("--output", required=True, help="query TSV for pyserini.search.lucene --bm25 --pretokenized")
+    queries.add_argument("--boost-scale", type=float, default=100,
+                         help="integer boost = round(weight x scale); weights under 0.5/scale are dropped (default: 100)")
+    queries.add_argument("--max-boost", type=int, default=10_000,
+                         help="refuse a term boost above this (the TSV repeats a term boost times; default: 10000)")
+    queries.add_argument("--max-terms", type=int, default=LUCENE_MAX_CLAUSES,
+                         help=f"keep at most this many distinct terms per query, the largest boosts "
+                              f"(Lucene's clause limit; default: {LUCENE_MAX_CLAUSES})")
+    queries.add_argument("--no-augmentation", action="store_true", help="ablation: a(q) = 0 (re-weighting only)")
+    queries.add_argument("--no-weighting", action="store_true", help="ablation: w(q) = 1 (augmentation only)")
+    queries.add_argument("--batch-size", type=int, default=32, help="queries per forward pass (default: 32)")
+    queries.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+    queries.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.command == "index":
+        build_index(args)
+    else:
+        generate_queries(args)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,103 @@
+"""BM25 query augmentation training (arXiv 2305.14087): contrastive loss over the positive, its
+BM25 hard negatives and the batch's other documents, with the BM25 scores of the rewritten query,
+plus lambda * sum_t sqrt(h_t) * a(q)_t (h_t: share of documents holding token t).
+
+Documents are never encoded: f(d) and v come from the training corpus tokenised with the model's
+tokenizer, exactly as `bm25aug index` tokenises it and Lucene scores it (`wordpiece_bm25`).
+Paper settings: AdamW with --lr 3e-4 --lambda-aug 0.1, or --lr 3e-5 --lambda-aug 0.025.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import torch
+
+from ..data import InputError, read_corpus
+from ..encoders.bm25aug import QueryAugmenter
+from ..presets import resolve_model
+from ..wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, BM25Statistics, bm25_check, pretokenize
+from . import register
+from .data import Batch
+from .losses import contrastive_loss
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
+    parser.add_argument("--lambda-aug", type=float, default=0.1,
+                        help="weight of the augmentation penalty (default: 0.1; paper: 0.1 or 0.025)")
+    parser.add_argument("--k1", type=float, default=DEFAULT_K1, help=f"BM25 k1, as searched (default: {DEFAULT_K1})")
+    parser.add_argument("--b", type=float, default=DEFAULT_B, help=f"BM25 b, as searched (default: {DEFAULT_B})")
+    parser.add_argument("--no-augmentation", action="store_true", help="ablation: a(q) = 0")
+    parser.add_argument("--no-weighting", action="store_true", help="ablation: w(q) = 1")
+    parser.add_argument("--no-bm25", action="store_true",
+                        help="ablation: bag-of-words scoring (f(d) = 1 for present tokens, v = 1); "
+                             "serve on a `bm25aug index --scoring bow` index")
+    parser.add_argument("--uniform-penalty", action="store_true", help="ablation: penalty sum_t a(q)_t (h_t = 1)")
+
+
+class CorpusVectors:
+    """Each document's BM25 vector v * f(d) (or its binary bag of words), as sparse id/value rows."""
+
+    def __init__(self, corpus: str, tokenizer, k1: float, b: float, bm25: bool, batch: int = 256):
+        docids, token_ids = [], []
+        vocab = tokenizer.get_vocab()
+        texts = []
+        for doc in read_corpus(corpus):
+            docids.append(doc.id)
+            texts.append(doc.text)
+        for start in range(0, len(texts), batch):
+            for tokens in pretokenize(tokenizer, texts[start:start + batch]):
+                token_ids.append([vocab[t] for t in tokens])
+        self.vocab_size = len(tokenizer)
+        self.statistics = BM25Statistics.from_token_ids(token_ids, self.vocab_size)
+        idf = self.statistics.idf()
+        self.rows: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        for docid, ids in zip(docids, token_ids):
+            tokens, tf_part = self.statistics.tf_part(ids, k1, b)
+            values = idf[tokens] * tf_part if bm25 else np.ones(len(tokens))
+            self.rows[docid] = (torch.from_numpy(tokens), torch.from_numpy(values).float())
+
+    def matrix(self, docids: list[str]) -> torch.Tensor:
+        dense = torch.zeros(len(docids), self.vocab_size)
+        for row, docid in enumerate(docids):
+            tokens, values = self.rows[docid]
+            dense[row, tokens] = values
+        return dense
+
+
+class BM25AugFamily(torch.nn.Module):
+    def __init__(self, base: str, args):
+        super().__init__()
+        bm25_check(args.k1, args.b)
+        if args.teacher:
+            raise InputError("bm25aug trains with the contrastive loss only: --teacher is not used")
+        self.args = args
+        self.model = QueryAugmenter.load(resolve_model(base), augment=not args.no_augmentation,
+                                         weighting=not args.no_weighting, query_max_length=args.query_max_length)
+        self.documents = CorpusVectors(args.corpus, self.model.tokenizer, args.k1, args.b, not args.no_bm25)
+        fraction = self.documents.statistics.document_fraction()
+        penalty = np.ones_like(fraction) if args.uniform_penalty else np.sqrt(fraction)
+        self.register_buffer("penalty", torch.from_numpy(penalty).float(), persistent=False)
+
+    def loss(self, batch: Batch, step: int):
+        boosts, bow, augmentation = self.model(batch.queries)
+        scores = boosts @ self.documents.matrix(batch.document_ids).T
+        ranking = contrastive_loss(scores, batch.group_size)
+        penalty = (augmentation * self.penalty).sum(1).mean()
+        logs = {"rank": float(ranking.detach()), "aug_nnz": float((augmentation > 0.005).sum(1).float().mean())}
+        return ranking + self.args.lambda_aug * penalty, logs
+
+    def save(self, folder) -> None:
+        self.model.save(folder, scoring="bow" if self.args.no_bm25 else "bm25", k1=self.args.k1, b=self.args.b,
+                        uniform_penalty=self.args.uniform_penalty, lambda_aug=self.args.lambda_aug)
+
+
+@register("bm25aug")
+def build(base: str, args) -> BM25AugFamily:
+    """BM25 query augmentation: a BERT-family encoder re-weights and augments BM25 queries."""
+    return BM25AugFamily(base, args)
+
+
+build.add_arguments = add_arguments
+build.default_base = "splade-tiny"

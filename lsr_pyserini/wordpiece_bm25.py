@@ -1,0 +1,143 @@
+"""BM25 over a model's WordPiece vocabulary, computed exactly as Lucene computes it.
+
+One tokenisation (`pretokenize`) serves both the index (documents written as space-joined
+WordPiece tokens and indexed with `--pretokenized`, i.e. Lucene's whitespace analyzer) and the
+training of BM25 query augmentation, so the IDF vector v and the term-frequency vector f(d) the
+model is trained with are the ones Lucene scores with:
+
+    v_t   = ln(1 + (N - df_t + 0.5) / (df_t + 0.5))
+    f_t(d) = tf / (tf + k1 * (1 - b + b * L(d) / avgdl))
+
+where N counts the documents that have at least one token, avgdl = total tokens / N, and L(d) is
+the document length after Lucene's lossy one-byte norm encoding (`lucene_length`, SmallFloat's
+intToByte4/byte4ToInt: exact up to 23 tokens, then 4 significant bits). Lucene's BM25Similarity
+(k1=0.9, b=0.4 in Anserini) multiplies v_t * f_t(d) by the query term's boost.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .data import InputError
+
+TOKENIZER_RECORD = "lsr_tokenizer.json"
+PROBE_TEXT = "Héllo WORLD: naïve co-operation, 3.5mg/kg IL-6 ÅNGSTRÖM"
+DEFAULT_K1, DEFAULT_B = 0.9, 0.4
+
+
+def pretokenize(tokenizer, texts: list[str]) -> list[list[str]]:
+    """WordPiece tokens of each whole text (no truncation, no special tokens)."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # "sequence longer than the model's maximum": intended, not truncated
+    try:
+        ids = tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return [tokenizer.convert_ids_to_tokens(row) for row in ids]
+
+
+def tokenizer_fingerprint(tokenizer) -> dict:
+    """What identifies a tokenizer's output: its vocabulary and how it normalises a probe text."""
+    vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])
+    digest = hashlib.sha256(json.dumps(vocab, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return {"class": type(tokenizer).__name__, "vocab_size": len(vocab), "vocab_sha256": digest,
+            "probe": pretokenize(tokenizer, [PROBE_TEXT])[0]}
+
+
+def write_tokenizer_record(index: Path, tokenizer, model: str, scoring: str) -> None:
+    record = {"model": model, "scoring": scoring, "tokenizer": tokenizer_fingerprint(tokenizer)}
+    (index / TOKENIZER_RECORD).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+
+
+def check_index_tokenizer(index: str, tokenizer, model: str) -> dict:
+    """The index's record; InputError unless the index was built with this tokenizer."""
+    path = Path(index) / TOKENIZER_RECORD
+    if not Path(index).is_dir():
+        raise InputError(f"{index}: no such index folder")
+    if not path.is_file():
+        raise InputError(f"{index}: not a WordPiece BM25 index ({TOKENIZER_RECORD} missing): "
+                         f"build it with `python -m lsr_pyserini.bm25aug index`")
+    try:
+        record = json.loads(path.read_text())
+        recorded = record["tokenizer"]
+    except (OSError, ValueError, KeyError):
+        raise InputError(f"{path}: unreadable tokenizer record") from None
+    if recorded != tokenizer_fingerprint(tokenizer):
+        raise InputError(f"{index}: was built with the tokenizer of {record.get('model')!r}, which differs "
+                         f"from the tokenizer of {model!r}: rebuild the index with this model")
+    return record
+
+
+def _long_to_int4(value: int) -> int:
+    bits = value.bit_length()
+    if bits < 4:
+        return value
+    shift = bits - 4
+    return ((value >> shift) & 0x07) | ((shift + 1) << 3)
+
+
+def _int4_to_long(encoded: int) -> int:
+    bits, shift = encoded & 0x07, (encoded >> 3) - 1
+    return bits if shift == -1 else (bits | 0x08) << shift
+
+
+_MAX_INT4 = _long_to_int4(2**31 - 1)
+_NUM_FREE_VALUES = 255 - _MAX_INT4
+
+
+def lucene_length(length: int) -> int:
+    """The document length Lucene's BM25 sees: byte4ToInt(intToByte4(length))."""
+    if length < _NUM_FREE_VALUES:
+        return length
+    encoded = _NUM_FREE_VALUES + _long_to_int4(length - _NUM_FREE_VALUES)
+    return min(_NUM_FREE_VALUES + _int4_to_long(encoded - _NUM_FREE_VALUES), 2**31 - 1)
+
+
+@dataclass
+class BM25Statistics:
+    """Collection statistics over a vocabulary of `vocab_size` token ids."""
+    doc_count: int
+    doc_freq: np.ndarray  # vocab_size, documents containing the token
+    avgdl: float
+
+    @classmethod
+    def from_token_ids(cls, documents: list[list[int]], vocab_size: int) -> "BM25Statistics":
+        doc_freq = np.zeros(vocab_size, dtype=np.int64)
+        total, count = 0, 0
+        for ids in documents:
+            if not ids:
+                continue  # Lucene has no field (and no norm) for a document without tokens
+            count += 1
+            total += len(ids)
+            doc_freq[np.unique(ids)] += 1
+        if count == 0:
+            raise InputError("corpus has no document with any token")
+        return cls(count, doc_freq, total / count)
+
+    def idf(self) -> np.ndarray:
+        df = self.doc_freq.astype(np.float64)
+        return np.log(1.0 + (self.doc_count - df + 0.5) / (df + 0.5))
+
+    def document_fraction(self) -> np.ndarray:
+        """h_t: the share of documents that contain token t."""
+        return self.doc_freq / self.doc_count
+
+    def tf_part(self, ids: list[int], k1: float = DEFAULT_K1, b: float = DEFAULT_B) -> tuple[np.ndarray, np.ndarray]:
+        """(distinct token ids, f_t(d)) of one document."""
+        if not ids:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        tokens, tf = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
+        norm = k1 * (1.0 - b + b * lucene_length(len(ids)) / self.avgdl)
+        return tokens, tf / (tf + norm)
+
+
+def bm25_check(k1: float, b: float) -> None:
+    if not (k1 >= 0 and math.isfinite(k1)) or not 0 <= b <= 1:
+        raise InputError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
