@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=32, help="queries per forward pass (default: 32)")
     parser.add_argument("--alpha", type=float,
                         help="tilde: weight of TILDE-QL against TILDE-DL, alpha*QL + (1-alpha)*DL (default: 1, QL only)")
+    parser.add_argument("--cls-weight", type=float,
+                        help="ssr: weight of the [CLS] code similarity; 0 = SSR-tok (default: the model's cls_weight)")
     parser.add_argument("--tag", help="run tag (default: the reranker's name, +fused with --interpolate)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
     return parser
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
                          f"({len(lacking)} of {len(run)} queries lack one)")
     first_stage = candidates_of(run, args.hits)
     options = {"model": args.model, "batch_size": args.batch_size, "chat_template": args.chat_template,
-               "alpha": args.alpha}
+               "alpha": args.alpha, "cls_weight": args.cls_weight}
     reranker = build_reranker(args.reranker, args.store, options)
     missing = reranker.missing({doc for ranking in first_stage.values() for doc, _ in ranking})
     if missing:
