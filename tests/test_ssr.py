@@ -228,3 +228,35 @@ def test_preset_without_model_and_help():
     assert result.returncode == 2 and "no SSR model folder" in error_lines(result)[0]
     for command in ("embed", "fit", "index"):
         assert run_tool("ssr", command, "--help").returncode == 0
+
+
+def test_training_score_is_the_code_late_interaction():
+    from lsr_pyserini.train.ssr import late_interaction
+
+    rng = np.random.default_rng(2)
+    latents, k = 20, 3
+    q_index = torch.as_tensor(rng.integers(0, latents, (2, 4, k)))
+    q_value = torch.as_tensor(rng.random((2, 4, k)), dtype=torch.float32)
+    q_value[1, 3] = 0  # a padded query token
+    d_index = torch.as_tensor(rng.integers(0, latents, (3, 5, k)))
+    d_value = torch.as_tensor(rng.random((3, 5, k)), dtype=torch.float32)
+    dense = lambda i, v: torch.zeros(*i.shape[:-1], latents).scatter_add(-1, i, v)
+    z_q, z_d = dense(q_index, q_value), dense(d_index, d_value)
+    expected = torch.stack([torch.stack([(z_q[b] @ z_d[d].T).amax(1).sum() for d in range(3)]) for b in range(2)])
+    assert torch.allclose(late_interaction((q_index, q_value), (d_index, d_value), latents), expected, atol=1e-5)
+
+
+def test_supervised_fine_tuning_writes_a_usable_model(pipeline, first_stage, tmp_path):
+    from lsr_pyserini.ssr.sae import SSRModel
+
+    run_tool("train", "ssr", "--base", pipeline / "model", "--queries", SAMPLE / "queries.test.tsv", "--qrels",
+             SAMPLE / "qrels.test.trec", "--corpus", SAMPLE / "corpus.jsonl", "--negatives", first_stage, "--output",
+             tmp_path / "ft", "--batch-size", "2", "--max-steps", "2", "--lr", "1e-2", "--threads", "1", "--quiet",
+             check=True)
+    before, after = SSRModel.load(str(pipeline / "model")), SSRModel.load(str(tmp_path / "ft"))
+    assert not torch.equal(before.token_sae.W_enc, after.token_sae.W_enc)
+    assert torch.allclose(after.token_sae.W_dec.norm(dim=0), torch.ones(after.token_sae.latents), atol=1e-5)
+    assert after.backbone == before.backbone and "supervised" in after.training
+    result = run_tool("train", "ssr", "--queries", SAMPLE / "queries.test.tsv", "--qrels", SAMPLE / "qrels.test.trec",
+                      "--corpus", SAMPLE / "corpus.jsonl", "--negatives", first_stage, "--output", tmp_path / "x")
+    assert result.returncode == 2 and "--base must be an SSR model folder" in error_lines(result)[0]

@@ -6,6 +6,8 @@
             `python -m lsr_pyserini.ssr index`; only queries are coded at query time.
     maxsim  sum over query tokens of max over document tokens of the cosine of the backbone's
             token embeddings (float16 in the token store of `python -m lsr_pyserini.ssr embed`).
+    pooled  single-vector cosine of the backbone's pooled vectors from the same token store (the
+            backbone's own single-vector ranking of the candidates, e.g. MiniLM's mean pooling).
 """
 from __future__ import annotations
 
@@ -145,6 +147,19 @@ class MaxSimReranker(Reranker):
         return {"store": str(self.store.path), "backbone": self.settings}
 
 
+class PooledReranker(MaxSimReranker):
+    """Cosine of the pooled query and document vectors (the single-vector backbone)."""
+
+    def encode_queries(self, texts: list[str]) -> list[np.ndarray]:
+        from ..encode import encode_in_length_order
+
+        pairs = encode_in_length_order(lambda batch: self.encoder.encode(batch, "queries"), texts, self.batch_size)
+        return [pooled for pooled, _ in pairs]
+
+    def score_encoded(self, query_vector: np.ndarray, docids: list[str]) -> np.ndarray:
+        return self.store.document_rows(docids, "pooled").astype(np.float32) @ query_vector
+
+
 @register("ssr")
 def build_ssr(store: str, options: dict) -> SSRReranker:
     return SSRReranker(store, options)
@@ -153,3 +168,8 @@ def build_ssr(store: str, options: dict) -> SSRReranker:
 @register("maxsim")
 def build_maxsim(store: str, options: dict) -> MaxSimReranker:
     return MaxSimReranker(store, options)
+
+
+@register("pooled")
+def build_pooled(store: str, options: dict) -> PooledReranker:
+    return PooledReranker(store, options)

@@ -61,6 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def complete_store_with(path: str, settings: dict) -> bool:
+    """Whether PATH is a complete token store written with exactly these settings (then `embed` resumes
+    as `encode corpus` does: nothing left to do)."""
+    from .store import TokenRows
+
+    try:
+        manifest = TokenRows(path, "tokens").manifest
+    except InputError:
+        return False
+    return all(manifest.get(key) == value for key, value in settings.items())
+
+
 def embed(args) -> None:
     from ..encode import checked_corpus, encode_in_length_order, input_identity, progress_bar
     from ..data import read_corpus
@@ -74,8 +86,11 @@ def embed(args) -> None:
     encoder = TokenEncoder(args.model, max_length=args.max_length, query_max_length=args.query_max_length,
                            pooling=args.pooling, projection=not args.no_projection)
     check = checked_corpus(args.input)
-    writer = TokenRowsWriter(args.output, "tokens", {"backbone": encoder.describe(), **input_identity(args.input)},
-                             overwrite=args.overwrite)
+    settings = {"backbone": encoder.describe(), **input_identity(args.input)}
+    if not args.overwrite and complete_store_with(args.output, settings):
+        print(f"{args.output}: complete token store with these settings already there: nothing to do", file=sys.stderr)
+        return
+    writer = TokenRowsWriter(args.output, "tokens", settings, overwrite=args.overwrite)
     started = time.time()
     progress = progress_bar(check.count, args.quiet, "doc")
     docs = list(read_corpus(args.input))
