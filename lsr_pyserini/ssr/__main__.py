@@ -77,12 +77,10 @@ def embed(args) -> None:
     from ..encode import checked_corpus, encode_in_length_order, input_identity, progress_bar
     from ..data import read_corpus
     from .backbone import TokenEncoder
+    from .sae import require_positive
     from .store import TokenRowsWriter
 
-    for flag in ("batch_size", "max_length", "query_max_length"):
-        value = getattr(args, flag)
-        if value is not None and value <= 0:
-            raise InputError(f"--{flag.replace('_', '-')} must be positive, got {value}")
+    require_positive(args, ("batch_size", "max_length", "query_max_length"))
     encoder = TokenEncoder(args.model, max_length=args.max_length, query_max_length=args.query_max_length,
                            pooling=args.pooling, projection=not args.no_projection)
     check = checked_corpus(args.input)

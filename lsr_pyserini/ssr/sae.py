@@ -233,9 +233,9 @@ def add_fit_arguments(parser) -> None:
     parser.add_argument("--k", type=int, default=32, help="token SAE active latents K (default: 32, as the paper)")
     parser.add_argument("--cls-latents", type=int, default=1024, help="[CLS] SAE latents (default: 1024)")
     parser.add_argument("--cls-k", type=int, default=32, help="[CLS] SAE active latents (default: 32)")
-    parser.add_argument("--steps", type=int, default=600, help="token SAE optimiser steps (default: 600)")
+    parser.add_argument("--steps", type=int, default=300, help="token SAE optimiser steps (default: 300)")
     parser.add_argument("--cls-steps", type=int, default=400, help="[CLS] SAE optimiser steps (default: 400)")
-    parser.add_argument("--batch-size", type=int, default=4096, help="token vectors per step (default: 4096)")
+    parser.add_argument("--batch-size", type=int, default=2048, help="token vectors per step (default: 2048)")
     parser.add_argument("--cls-batch-size", type=int, default=256, help="pooled vectors per step (default: 256)")
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default: 1e-3)")
     parser.add_argument("--aux-k", type=int, default=256, help="latents in the dead-latent auxiliary loss (default: 256)")
@@ -256,13 +256,19 @@ def add_fit_arguments(parser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing model folder")
 
 
+def require_positive(args, flags) -> None:
+    """InputError naming the first of these command-line flags that is set and not positive."""
+    for flag in flags:
+        value = getattr(args, flag)
+        if value is not None and value <= 0:
+            raise InputError(f"--{flag.replace('_', '-')} must be positive, got {value}")
+
+
 def fit_command(args) -> None:
     from .store import TokenRows
 
-    for flag in ("steps", "cls_steps", "batch_size", "cls_batch_size", "aux_k", "dead_after", "query_term_budget",
-                 "query_k_min"):
-        if getattr(args, flag) <= 0:
-            raise InputError(f"--{flag.replace('_', '-')} must be positive, got {getattr(args, flag)}")
+    require_positive(args, ("steps", "cls_steps", "batch_size", "cls_batch_size", "aux_k", "dead_after",
+                            "query_term_budget", "query_k_min"))
     check_sizes(1, args.latents, args.k)
     check_sizes(1, args.cls_latents, args.cls_k)
     output = Path(args.output)
