@@ -9,20 +9,29 @@ import pytest
 import torch
 
 from conftest import SAMPLE, error_lines, run_tool
+from lsr_pyserini.data import InputError
 
 FIT = ["--latents", "64", "--k", "8", "--cls-latents", "32", "--cls-k", "4", "--steps", "30", "--cls-steps", "10",
-       "--batch-size", "64", "--cls-batch-size", "4", "--dead-after", "100", "--threads", "1", "--quiet"]
+       "--batch-size", "64", "--cls-batch-size", "4", "--dead-after", "100", "--quiet"]
+
+
+def in_process(tool: str, *args) -> None:
+    """`python -m lsr_pyserini.TOOL ARGS` in this process (the command-line runs are in test_refusals)."""
+    import importlib
+
+    module = importlib.import_module(f"lsr_pyserini.{tool}" if tool != "ssr" else "lsr_pyserini.ssr.__main__")
+    module.main([str(a) for a in args])
 
 
 @pytest.fixture(scope="module")
 def pipeline(tiny_encoder_only, tmp_path_factory):
     """embed -> fit -> index on the sample corpus; the folders of each step."""
     work = tmp_path_factory.mktemp("ssr")
-    run_tool("ssr", "embed", "--model", tiny_encoder_only, "--input", SAMPLE / "corpus.jsonl", "--output",
-             work / "tokens", "--max-length", "64", "--threads", "1", "--quiet", check=True)
-    run_tool("ssr", "fit", "--tokens", work / "tokens", "--output", work / "model", *FIT, check=True)
-    run_tool("ssr", "index", "--model", work / "model", "--tokens", work / "tokens", "--output", work / "vectors",
-             "--codes", work / "codes", "--threads", "1", "--quiet", check=True)
+    in_process("ssr", "embed", "--model", tiny_encoder_only, "--input", SAMPLE / "corpus.jsonl", "--output",
+               work / "tokens", "--max-length", "64", "--quiet")
+    in_process("ssr", "fit", "--tokens", work / "tokens", "--output", work / "model", *FIT)
+    in_process("ssr", "index", "--model", work / "model", "--tokens", work / "tokens", "--output", work / "vectors",
+               "--codes", work / "codes", "--quiet")
     return work
 
 
@@ -133,8 +142,8 @@ def read_scores(path):
 @pytest.fixture(scope="module")
 def first_stage(pipeline):
     """Encoded queries, a Lucene impact index of the pseudo-terms and its run."""
-    run_tool("encode", "queries", "--encoder", "ssr", "--model", pipeline / "model", "--input",
-             SAMPLE / "queries.test.tsv", "--output", pipeline / "queries.tsv", "--threads", "1", "--quiet", check=True)
+    in_process("encode", "queries", "--encoder", "ssr", "--model", pipeline / "model", "--input",
+               SAMPLE / "queries.test.tsv", "--output", pipeline / "queries.tsv", "--quiet")
     run_tool("lucene", "index", "--collection", "JsonVectorCollection", "--input", pipeline / "vectors", "--index",
              pipeline / "index", "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
              "--threads", "1", check=True)
@@ -151,10 +160,10 @@ def test_ssr_and_maxsim_scores_equal_a_direct_computation(pipeline, first_stage,
 
     run = read_run(str(first_stage))
     assert run and all(len(r) == 5 for r in run.values())
-    run_tool("rerank", "--reranker", "ssr", "--run", first_stage, "--queries", SAMPLE / "queries.test.tsv", "--store",
-             pipeline / "codes", "--output", tmp_path / "ssr-cls.txt", "--cls-weight", "0.5", check=True)
-    run_tool("rerank", "--reranker", "maxsim", "--run", first_stage, "--queries", SAMPLE / "queries.test.tsv",
-             "--store", pipeline / "tokens", "--output", tmp_path / "maxsim.txt", check=True)
+    in_process("rerank", "--reranker", "ssr", "--run", first_stage, "--queries", SAMPLE / "queries.test.tsv",
+               "--store", pipeline / "codes", "--output", tmp_path / "ssr-cls.txt", "--cls-weight", "0.5")
+    in_process("rerank", "--reranker", "maxsim", "--run", first_stage, "--queries", SAMPLE / "queries.test.tsv",
+               "--store", pipeline / "tokens", "--output", tmp_path / "maxsim.txt")
     model = SSRModel.load(str(pipeline / "model"))
     tokens = TokenRows(str(pipeline / "tokens"), "tokens")
     encoder = TokenEncoder(**model.backbone)
@@ -191,8 +200,8 @@ def test_refusals(pipeline, first_stage, tiny_encoder_only, tmp_path):
     config = BertConfig.from_pretrained(other)
     config.hidden_size, config.intermediate_size = 48, 96
     BertModel(config).save_pretrained(other)
-    run_tool("ssr", "embed", "--model", other, "--input", SAMPLE / "corpus.jsonl", "--output", tmp_path / "tok48",
-             "--max-length", "32", "--quiet", check=True)
+    in_process("ssr", "embed", "--model", other, "--input", SAMPLE / "corpus.jsonl", "--output", tmp_path / "tok48",
+               "--max-length", "32", "--quiet")
     result = run_tool("ssr", "index", "--model", pipeline / "model", "--tokens", tmp_path / "tok48", "--output",
                       tmp_path / "v", "--codes", tmp_path / "c")
     assert result.returncode == 2 and len(error_lines(result)) == 1
@@ -204,10 +213,11 @@ def test_refusals(pipeline, first_stage, tiny_encoder_only, tmp_path):
     config = json.loads(config_file.read_text())
     config["backbone"]["model"], config["backbone"]["dim"] = str(other), 48
     (broken / "ssr_config.json").write_text(json.dumps(config))
-    result = run_tool("encode", "queries", "--encoder", "ssr", "--model", broken, "--input",
-                      SAMPLE / "queries.test.tsv", "--output", tmp_path / "q.tsv")
-    assert result.returncode == 2 and error_lines(result) == [
-        f"error: token SAE input size 32 does not match the backbone's embedding size 48 ({other})"]
+    with pytest.raises(InputError) as refused:
+        in_process("encode", "queries", "--encoder", "ssr", "--model", broken, "--input",
+                   SAMPLE / "queries.test.tsv", "--output", tmp_path / "q.tsv")
+    assert str(refused.value) == f"token SAE input size 32 does not match the backbone's embedding size 48 ({other})"
+    assert not (tmp_path / "q.tsv").exists()
     # a code store missing a candidate document
     run = tmp_path / "run.txt"
     run.write_text(first_stage.read_text() + "q1 Q0 nowhere 99 0.1 x\n")
@@ -217,17 +227,19 @@ def test_refusals(pipeline, first_stage, tiny_encoder_only, tmp_path):
     assert "document 'nowhere' is not in the store" in error_lines(result)[0]
     assert not (tmp_path / "out.txt").exists()
     # the wrong kind of store
-    result = run_tool("rerank", "--reranker", "ssr", "--run", first_stage, "--queries", SAMPLE / "queries.test.tsv",
-                      "--store", pipeline / "tokens", "--output", tmp_path / "out.txt")
-    assert result.returncode == 2 and "a 'tokens' store, not an SSR codes store" in error_lines(result)[0]
+    with pytest.raises(InputError, match="a 'tokens' store, not an SSR codes store"):
+        in_process("rerank", "--reranker", "ssr", "--run", first_stage, "--queries", SAMPLE / "queries.test.tsv",
+                   "--store", pipeline / "tokens", "--output", tmp_path / "out.txt")
 
 
-def test_preset_without_model_and_help():
-    result = run_tool("encode", "queries", "--encoder", "ssr", "--input", SAMPLE / "queries.test.tsv",
-                      "--output", "/nonexistent/q.tsv")
-    assert result.returncode == 2 and "no SSR model folder" in error_lines(result)[0]
+def test_preset_without_model_and_help(capsys):
+    with pytest.raises(InputError, match="no SSR model folder"):
+        in_process("encode", "queries", "--encoder", "ssr", "--input", SAMPLE / "queries.test.tsv",
+                   "--output", "/nonexistent/q.tsv")
     for command in ("embed", "fit", "index"):
-        assert run_tool("ssr", command, "--help").returncode == 0
+        with pytest.raises(SystemExit) as exited:
+            in_process("ssr", command, "--help")
+        assert exited.value.code == 0 and "--" in capsys.readouterr().out
 
 
 def test_training_score_is_the_code_late_interaction():
@@ -249,14 +261,13 @@ def test_training_score_is_the_code_late_interaction():
 def test_supervised_fine_tuning_writes_a_usable_model(pipeline, first_stage, tmp_path):
     from lsr_pyserini.ssr.sae import SSRModel
 
-    run_tool("train", "ssr", "--base", pipeline / "model", "--queries", SAMPLE / "queries.test.tsv", "--qrels",
-             SAMPLE / "qrels.test.trec", "--corpus", SAMPLE / "corpus.jsonl", "--negatives", first_stage, "--output",
-             tmp_path / "ft", "--batch-size", "2", "--max-steps", "2", "--lr", "1e-2", "--threads", "1", "--quiet",
-             check=True)
+    in_process("train", "ssr", "--base", pipeline / "model", "--queries", SAMPLE / "queries.test.tsv", "--qrels",
+               SAMPLE / "qrels.test.trec", "--corpus", SAMPLE / "corpus.jsonl", "--negatives", first_stage, "--output",
+               tmp_path / "ft", "--batch-size", "2", "--max-steps", "2", "--lr", "1e-2", "--quiet")
     before, after = SSRModel.load(str(pipeline / "model")), SSRModel.load(str(tmp_path / "ft"))
     assert not torch.equal(before.token_sae.W_enc, after.token_sae.W_enc)
     assert torch.allclose(after.token_sae.W_dec.norm(dim=0), torch.ones(after.token_sae.latents), atol=1e-5)
     assert after.backbone == before.backbone and "supervised" in after.training
-    result = run_tool("train", "ssr", "--queries", SAMPLE / "queries.test.tsv", "--qrels", SAMPLE / "qrels.test.trec",
-                      "--corpus", SAMPLE / "corpus.jsonl", "--negatives", first_stage, "--output", tmp_path / "x")
-    assert result.returncode == 2 and "--base must be an SSR model folder" in error_lines(result)[0]
+    with pytest.raises(InputError, match="--base must be an SSR model folder"):
+        in_process("train", "ssr", "--queries", SAMPLE / "queries.test.tsv", "--qrels", SAMPLE / "qrels.test.trec",
+                   "--corpus", SAMPLE / "corpus.jsonl", "--negatives", first_stage, "--output", tmp_path / "x")

@@ -46,8 +46,10 @@ def code_similarities(query_index: np.ndarray, query_value: np.ndarray, doc_inde
     np.add.at(query_matrix, (column[query_index[used]], rows[used]), query_value[used])
     doc_columns = column[doc_index]
     hit = doc_columns >= 0
-    token_rows = np.broadcast_to(np.arange(len(doc_index))[:, None], doc_index.shape)[hit]
-    doc_matrix = csr_matrix((doc_value[hit].astype(np.float32), (token_rows, doc_columns[hit])),
+    # row-major masking keeps the entries in token order: the CSR row pointers are the running hit counts
+    pointers = np.zeros(len(doc_index) + 1, dtype=np.int64)
+    np.cumsum(hit.sum(axis=1), out=pointers[1:])
+    doc_matrix = csr_matrix((doc_value[hit].astype(np.float32), doc_columns[hit], pointers),
                             shape=(len(doc_index), len(neurons)))
     return np.asarray(doc_matrix @ query_matrix)
 
@@ -91,8 +93,8 @@ class SSRReranker(Reranker):
     def score_encoded(self, query: tuple, docids: list[str]) -> np.ndarray:
         query_index, query_value, cls_dense = query
         bounds, arrays = self.store.gather(docids, ["token_index", "token_value"])
-        similarities = code_similarities(query_index, query_value, arrays["token_index"].astype(np.int64),
-                                         arrays["token_value"], self.coder.model.token_sae.latents)
+        similarities = code_similarities(query_index, query_value, arrays["token_index"], arrays["token_value"],
+                                         self.coder.model.token_sae.latents)
         scores = sum_of_max(similarities, bounds)
         if self.cls_weight:
             cls_index = self.store.document_rows(docids, "cls_index").astype(np.int64)

@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="weight of the SAEs' normalised reconstruction error (default: 1)")
     parser.add_argument("--score-scale", type=float, default=1.0,
                         help="scores are multiplied by this before the softmax (default: 1)")
+    parser.add_argument("--tokens", metavar="STORE",
+                        help="token store of the corpus (`ssr embed`, same backbone): documents' embeddings are read "
+                             "from it instead of running the frozen backbone again (default: run the backbone)")
     parser.add_argument("--train-cls-weight", type=float,
                         help="weight of the [CLS] code similarity in the trained score (default: the model's cls_weight)")
 
@@ -65,10 +68,30 @@ class SSRFamily(torch.nn.Module):
             parameter.requires_grad_(False)
         self.args = args
         self.cls_weight = model.settings["cls_weight"] if args.train_cls_weight is None else args.train_cls_weight
+        self.tokens = None
+        if args.tokens:
+            from ..ssr.store import TokenRows
 
-    def side(self, texts: list[str], side: str):
+            self.tokens = TokenRows(args.tokens, "tokens")
+            if self.tokens.manifest["backbone"] != model.backbone:
+                raise InputError(f"{args.tokens}: token store of another backbone than {base}'s")
+
+    def stored(self, docids: list[str]):
+        """(pooled, padded tokens, keep) of documents from the token store."""
+        bounds, arrays = self.tokens.gather(docids, ["tokens"])
+        lengths = torch.as_tensor(bounds[1:] - bounds[:-1])
+        keep = torch.arange(max(int(lengths.max()), 1))[None, :] < lengths[:, None]
+        tokens = torch.zeros(*keep.shape, self.token_sae.input_dim)
+        tokens[keep] = torch.as_tensor(arrays["tokens"], dtype=torch.float32)
+        pooled = torch.as_tensor(self.tokens.document_rows(docids, "pooled"), dtype=torch.float32)
+        return pooled, tokens, keep
+
+    def side(self, texts: list[str], side: str, ids: list[str] | None = None):
         with torch.no_grad():
-            pooled, tokens, keep = self.backbone.forward(texts, side)
+            if self.tokens is not None and side == "documents":
+                pooled, tokens, keep = self.stored(ids)
+            else:
+                pooled, tokens, keep = self.backbone.forward(texts, side)
         index, value, decoded = padded_codes(self.token_sae, tokens, keep)
         cls_index, cls_value = self.cls_sae.encode(pooled)
         cls_dense = self.cls_sae.dense_codes(cls_index, cls_value)
@@ -79,7 +102,7 @@ class SSRFamily(torch.nn.Module):
         self.token_sae.normalize_decoder()
         self.cls_sae.normalize_decoder()
         query_codes, query_cls, query_error = self.side(batch.queries, "queries")
-        doc_codes, doc_cls, doc_error = self.side(batch.documents, "documents")
+        doc_codes, doc_cls, doc_error = self.side(batch.documents, "documents", batch.document_ids)
         scores = late_interaction(query_codes, doc_codes, self.token_sae.latents) + self.cls_weight * query_cls @ doc_cls.T
         ranking = contrastive_loss(self.args.score_scale * scores, batch.group_size)
         reconstruction = (query_error + doc_error) / 2
