@@ -264,6 +264,12 @@ def test_supervised_fine_tuning_writes_a_usable_model(pipeline, first_stage, tmp
     in_process("train", "ssr", "--base", pipeline / "model", "--queries", SAMPLE / "queries.test.tsv", "--qrels",
                SAMPLE / "qrels.test.trec", "--corpus", SAMPLE / "corpus.jsonl", "--negatives", first_stage, "--output",
                tmp_path / "ft", "--batch-size", "2", "--max-steps", "2", "--lr", "1e-2", "--quiet")
+    # documents' embeddings read from the token store instead of the backbone: the same path otherwise
+    in_process("train", "ssr", "--base", pipeline / "model", "--tokens", pipeline / "tokens", "--queries",
+               SAMPLE / "queries.test.tsv", "--qrels", SAMPLE / "qrels.test.trec", "--corpus", SAMPLE / "corpus.jsonl",
+               "--negatives", first_stage, "--output", tmp_path / "ft-stored", "--batch-size", "2", "--max-steps", "1",
+               "--quiet")
+    assert SSRModel.load(str(tmp_path / "ft-stored")).training["supervised"]["tokens"] == str(pipeline / "tokens")
     before, after = SSRModel.load(str(pipeline / "model")), SSRModel.load(str(tmp_path / "ft"))
     assert not torch.equal(before.token_sae.W_enc, after.token_sae.W_enc)
     assert torch.allclose(after.token_sae.W_dec.norm(dim=0), torch.ones(after.token_sae.latents), atol=1e-5)

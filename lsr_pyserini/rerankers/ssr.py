@@ -140,7 +140,7 @@ class MaxSimReranker(Reranker):
 
     def score_encoded(self, query_tokens: np.ndarray, docids: list[str]) -> np.ndarray:
         bounds, arrays = self.store.gather(docids, ["tokens"])
-        return sum_of_max(arrays["tokens"].astype(np.float32) @ query_tokens.T, bounds)
+        return sum_of_max(np.asarray(arrays["tokens"], dtype=np.float32) @ query_tokens.T, bounds)
 
     def score(self, query_ids, query_texts, candidates):
         return [self.score_encoded(q, docs).tolist() for q, docs in zip(self.encode_queries(query_texts), candidates)]
