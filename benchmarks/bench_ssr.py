@@ -112,7 +112,7 @@ def main() -> None:
     for name in ("token_sae", "cls_sae"):
         log = training.get(name)
         if log:
-            print(f"{name} training     {log['seconds']:.0f} s ({log['steps']} steps x {log['batch_size']} vectors, "
+            print(f"{name + ' training':<21}{log['seconds']:.0f} s ({log['steps']} steps x {log['batch_size']} vectors, "
                   f"normalised MSE {log['final_nmse']}, {log['dead_latents']} dead latents)")
 
 

@@ -19,7 +19,9 @@ def in_process(tool: str, *args) -> None:
     """`python -m lsr_pyserini.TOOL ARGS` in this process (the command-line runs are in test_refusals)."""
     import importlib
 
-    module = importlib.import_module(f"lsr_pyserini.{tool}" if tool != "ssr" else "lsr_pyserini.ssr.__main__")
+    module = importlib.import_module(f"lsr_pyserini.{tool}")
+    if not hasattr(module, "main"):  # a package: its command is in __main__
+        module = importlib.import_module(f"lsr_pyserini.{tool}.__main__")
     module.main([str(a) for a in args])
 
 
