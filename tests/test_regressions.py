@@ -15,7 +15,8 @@ ON_REQUEST = pytest.mark.skipif(os.environ.get("LSR_PYSERINI_ALL_REGRESSIONS") !
                                 reason="long regression: set LSR_PYSERINI_ALL_REGRESSIONS=1 to run it")
 REGRESSIONS = ["scifact-bm25.yaml", "scifact-splade-tiny.yaml",
                pytest.param("scifact-bm25-minilm-fusion.yaml", marks=ON_REQUEST),
-               pytest.param("scifact-ssr.yaml", marks=ON_REQUEST)]
+               pytest.param("scifact-ssr.yaml", marks=ON_REQUEST),
+               pytest.param("scifact-ssr-finetuned.yaml", marks=ON_REQUEST)]
 
 
 @pytest.mark.slow
