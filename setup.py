@@ -7,6 +7,6 @@ from setuptools import setup
 
 setup(
     package_dir={"": ".", "lsr_pyserini.presets": "encoders"},
-    packages=["lsr_pyserini", "lsr_pyserini.encoders", "lsr_pyserini.rerankers", "lsr_pyserini.train",
+    packages=["lsr_pyserini", "lsr_pyserini.encoders", "lsr_pyserini.rerankers", "lsr_pyserini.ssr", "lsr_pyserini.train",
               "lsr_pyserini.sample", "lsr_pyserini.presets"],
 )

@@ -41,7 +41,7 @@ from .cli import run_main
 from .data import InputError
 from .evaluate import METRICS, evaluate_run, format_table
 
-TOOLS = ("encode", "prepare", "expand", "lucene", "evaluate", "rerank", "fuse", "search_dense", "train", "bm25aug")
+TOOLS = ("encode", "prepare", "expand", "lucene", "evaluate", "rerank", "fuse", "search_dense", "train", "bm25aug", "ssr")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

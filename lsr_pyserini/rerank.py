@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hybrid-weights", metavar="HEAD=W,...",
                         help="bgem3: weights of the dense, sparse and colbert scores, e.g. dense=1,sparse=0.3,colbert=1 "
                              "(default: the paper's dense=1,sparse=0.3)")
+    parser.add_argument("--cls-weight", type=float,
+                        help="ssr: weight of the [CLS] code similarity; 0 = SSR-tok (default: the model's cls_weight)")
     parser.add_argument("--tag", help="run tag (default: the reranker's name, +fused with --interpolate)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
     return parser
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
                          f"({len(lacking)} of {len(run)} queries lack one)")
     first_stage = candidates_of(run, args.hits)
     options = {"model": args.model, "batch_size": args.batch_size, "chat_template": args.chat_template,
-               "alpha": args.alpha, "hybrid_weights": args.hybrid_weights}
+               "alpha": args.alpha, "hybrid_weights": args.hybrid_weights, "cls_weight": args.cls_weight}
     reranker = build_reranker(args.reranker, args.store, options)
     missing = reranker.missing({doc for ranking in first_stage.values() for doc, _ in ranking})
     if missing:

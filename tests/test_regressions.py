@@ -16,7 +16,11 @@ ON_REQUEST = pytest.mark.skipif(os.environ.get("LSR_PYSERINI_ALL_REGRESSIONS") !
 REGRESSIONS = ["scifact-bm25.yaml", "scifact-splade-tiny.yaml",
                pytest.param("scifact-bm25-minilm-fusion.yaml", marks=ON_REQUEST),
                pytest.param("scifact-bm25-augmented.yaml", marks=ON_REQUEST),  # trains: ~4-7 min
-               pytest.param("scifact-bm25-augmented-minilm.yaml", marks=ON_REQUEST)]  # trains: ~12 min
+               pytest.param("scifact-bm25-augmented-minilm.yaml", marks=ON_REQUEST),  # trains: ~12 min
+               pytest.param("scifact-ssr.yaml", marks=ON_REQUEST),
+               pytest.param("scifact-ssr-finetuned.yaml", marks=ON_REQUEST),
+               pytest.param("scifact-splade-tiny-finetuned.yaml", marks=ON_REQUEST),  # trains: ~30 min
+               pytest.param("scifact-tildev2.yaml", marks=ON_REQUEST)]  # trains: ~1 h
 
 
 @pytest.mark.slow

@@ -1,0 +1,177 @@
+"""SSR exact re-ranking from a code store, and the dense MaxSim it approximates from a token store.
+
+    ssr     SSR-tok = sum over query tokens i of max over document tokens t of z_q,i . z_d,t
+            SSR-CLS = SSR-tok + cls_weight x z_q,CLS . z_d,CLS  (--cls-weight; 0 gives SSR-tok;
+            default: the model's cls_weight). Document codes come from the code store written by
+            `python -m lsr_pyserini.ssr index`; only queries are coded at query time.
+    maxsim  sum over query tokens of max over document tokens of the cosine of the backbone's
+            token embeddings (float16 in the token store of `python -m lsr_pyserini.ssr embed`).
+    pooled  single-vector cosine of the backbone's pooled vectors from the same token store (the
+            backbone's own single-vector ranking of the candidates, e.g. MiniLM's mean pooling).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..cli import warn
+from ..data import InputError
+from ..ssr.store import TokenRows
+from . import register
+from .base import Reranker
+
+
+def sum_of_max(similarities: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Per document (token rows bounds[j]:bounds[j+1] of a T x Lq matrix): sum over columns of the
+    maximum over its rows; 0 for a document without tokens."""
+    scores = np.zeros(len(bounds) - 1, dtype=np.float64)
+    lengths = np.diff(bounds)
+    nonempty = lengths > 0
+    if nonempty.any() and similarities.shape[1]:
+        maxima = np.maximum.reduceat(similarities, bounds[:-1][nonempty], axis=0)
+        scores[nonempty] = maxima.sum(axis=1)
+    return scores
+
+
+def code_similarities(query_index: np.ndarray, query_value: np.ndarray, doc_index: np.ndarray,
+                      doc_value: np.ndarray, latents: int) -> np.ndarray:
+    """T x Lq matrix of z_d,t . z_q,i from the sparse codes (only neurons the query uses are read)."""
+    from scipy.sparse import csr_matrix
+
+    used = query_value > 0
+    neurons = np.unique(query_index[used])
+    column = np.full(latents, -1, dtype=np.int64)
+    column[neurons] = np.arange(len(neurons))
+    query_matrix = np.zeros((len(neurons), len(query_index)), dtype=np.float32)
+    rows = np.broadcast_to(np.arange(len(query_index))[:, None], query_index.shape)
+    np.add.at(query_matrix, (column[query_index[used]], rows[used]), query_value[used])
+    doc_columns = column[doc_index]
+    hit = doc_columns >= 0
+    # row-major masking keeps the entries in token order: the CSR row pointers are the running hit counts
+    pointers = np.zeros(len(doc_index) + 1, dtype=np.int64)
+    np.cumsum(hit.sum(axis=1), out=pointers[1:])
+    doc_matrix = csr_matrix((doc_value[hit].astype(np.float32), doc_columns[hit], pointers),
+                            shape=(len(doc_index), len(neurons)))
+    return np.asarray(doc_matrix @ query_matrix)
+
+
+class SSRReranker(Reranker):
+    def __init__(self, store: str, options: dict):
+        from ..ssr.codes import SSRCoder
+
+        self.store = TokenRows(store, "codes")
+        recorded = self.store.manifest["model"]
+        model = options.get("model") or recorded
+        if options.get("model") and options["model"] != recorded:
+            warn(f"queries are coded with {model!r}; the store's documents were coded with {recorded!r} "
+                 f"(it must be the same SSR model)")
+        self.coder = SSRCoder(model)
+        sizes = (self.coder.model.token_sae.describe(), self.coder.model.cls_sae.describe())
+        if sizes != (self.store.manifest["token_sae"], self.store.manifest["cls_sae"]):
+            raise InputError(f"{store}: codes were written by SAEs of other sizes than {model}'s")
+        weight = options.get("cls_weight")
+        self.cls_weight = float(self.coder.model.settings["cls_weight"] if weight is None else weight)
+        self.batch_size = int(options.get("batch_size") or 32)
+
+    def missing(self, docids: set[str]) -> list[str]:
+        return self.store.missing(sorted(docids))
+
+    def encode_queries(self, texts: list[str]) -> list[tuple]:
+        """Per query: token codes (indices, values) and the dense [CLS] code."""
+        from ..encode import encode_in_length_order
+        from ..ssr.codes import codes
+
+        model = self.coder.model
+        pairs = encode_in_length_order(lambda batch: self.coder.embed(batch, "queries"), texts, self.batch_size)
+        encoded = []
+        for pooled, tokens in pairs:
+            cls_index, cls_value = codes(model.cls_sae, pooled[None, :])
+            cls_dense = np.zeros(model.cls_sae.latents, dtype=np.float32)
+            cls_dense[cls_index[0]] = cls_value[0]
+            encoded.append((*codes(model.token_sae, tokens), cls_dense))
+        return encoded
+
+    def score_encoded(self, query: tuple, docids: list[str]) -> np.ndarray:
+        query_index, query_value, cls_dense = query
+        bounds, arrays = self.store.gather(docids, ["token_index", "token_value"])
+        similarities = code_similarities(query_index, query_value, arrays["token_index"], arrays["token_value"],
+                                         self.coder.model.token_sae.latents)
+        scores = sum_of_max(similarities, bounds)
+        if self.cls_weight:
+            cls_index = self.store.document_rows(docids, "cls_index").astype(np.int64)
+            cls_value = self.store.document_rows(docids, "cls_value").astype(np.float32)
+            scores += self.cls_weight * (cls_dense[cls_index] * cls_value).sum(axis=1)
+        return scores
+
+    def score(self, query_ids, query_texts, candidates):
+        return [self.score_encoded(q, docs).tolist() for q, docs in zip(self.encode_queries(query_texts), candidates)]
+
+    def describe(self) -> dict:
+        return {"store": str(self.store.path), "cls_weight": self.cls_weight}
+
+
+class MaxSimReranker(Reranker):
+    """Dense late interaction over the backbone's token embeddings (the reference SSR approximates)."""
+
+    def __init__(self, store: str, options: dict):
+        from ..ssr.backbone import TokenEncoder
+
+        self.store = TokenRows(store, "tokens")
+        settings = dict(self.store.manifest["backbone"])
+        if options.get("model"):
+            settings["model"] = options["model"]
+        self.settings = settings
+        self._encoder, self._builder = None, TokenEncoder
+        self.batch_size = int(options.get("batch_size") or 32)
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            self._encoder = self._builder(**self.settings)
+        return self._encoder
+
+    def missing(self, docids: set[str]) -> list[str]:
+        return self.store.missing(sorted(docids))
+
+    def encode_queries(self, texts: list[str]) -> list[np.ndarray]:
+        from ..encode import encode_in_length_order
+
+        pairs = encode_in_length_order(lambda batch: self.encoder.encode(batch, "queries"), texts, self.batch_size)
+        return [tokens for _, tokens in pairs]
+
+    def score_encoded(self, query_tokens: np.ndarray, docids: list[str]) -> np.ndarray:
+        bounds, arrays = self.store.gather(docids, ["tokens"])
+        return sum_of_max(np.asarray(arrays["tokens"], dtype=np.float32) @ query_tokens.T, bounds)
+
+    def score(self, query_ids, query_texts, candidates):
+        return [self.score_encoded(q, docs).tolist() for q, docs in zip(self.encode_queries(query_texts), candidates)]
+
+    def describe(self) -> dict:
+        return {"store": str(self.store.path), "backbone": self.settings}
+
+
+class PooledReranker(MaxSimReranker):
+    """Cosine of the pooled query and document vectors (the single-vector backbone)."""
+
+    def encode_queries(self, texts: list[str]) -> list[np.ndarray]:
+        from ..encode import encode_in_length_order
+
+        pairs = encode_in_length_order(lambda batch: self.encoder.encode(batch, "queries"), texts, self.batch_size)
+        return [pooled for pooled, _ in pairs]
+
+    def score_encoded(self, query_vector: np.ndarray, docids: list[str]) -> np.ndarray:
+        return self.store.document_rows(docids, "pooled").astype(np.float32) @ query_vector
+
+
+@register("ssr")
+def build_ssr(store: str, options: dict) -> SSRReranker:
+    return SSRReranker(store, options)
+
+
+@register("maxsim")
+def build_maxsim(store: str, options: dict) -> MaxSimReranker:
+    return MaxSimReranker(store, options)
+
+
+@register("pooled")
+def build_pooled(store: str, options: dict) -> PooledReranker:
+    return PooledReranker(store, options)

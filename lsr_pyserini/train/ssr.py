@@ -1,0 +1,127 @@
+"""SSR supervised fine-tuning: contrastive loss on the late-interaction score of sparse codes.
+
+Starts from an SSR model folder (`python -m lsr_pyserini.ssr fit`); the backbone stays frozen and
+only the two SAEs learn. Score of query q and document d:
+
+    SSR-tok + cls_weight x SSR-CLS = sum_i max_t z_q,i . z_d,t + cls_weight x z_q,CLS . z_d,CLS
+
+where z are the TopK codes (the gradient flows through the kept activations). Loss =
+contrastive (in-batch + hard negatives) on score_scale x score + reconstruction_weight x the
+normalised reconstruction error of the batch's token and pooled vectors, so the codes stay faithful
+to the embeddings. Decoder columns are set back to unit norm before every step and at saving.
+"""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from ..data import InputError
+from ..ssr.backbone import TokenEncoder
+from ..ssr.sae import SSRModel, normalised_mse
+from . import register
+from .data import Batch
+from .losses import contrastive_loss
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reconstruction-weight", type=float, default=1.0,
+                        help="weight of the SAEs' normalised reconstruction error (default: 1)")
+    parser.add_argument("--score-scale", type=float, default=1.0,
+                        help="scores are multiplied by this before the softmax (default: 1)")
+    parser.add_argument("--tokens", metavar="STORE",
+                        help="token store of the corpus (`ssr embed`, same backbone): documents' embeddings are read "
+                             "from it instead of running the frozen backbone again (default: run the backbone)")
+    parser.add_argument("--train-cls-weight", type=float,
+                        help="weight of the [CLS] code similarity in the trained score (default: the model's cls_weight)")
+
+
+def padded_codes(sae, vectors: torch.Tensor, keep: torch.Tensor):
+    """TopK codes of the kept rows of B x L x d vectors, as B x L x K (zeros where not kept)."""
+    values, indices = sae.pre_activations(vectors[keep]).topk(sae.k, dim=-1)
+    all_values = torch.zeros(*keep.shape, sae.k, dtype=values.dtype)
+    all_indices = torch.zeros(*keep.shape, sae.k, dtype=torch.long)
+    all_values[keep], all_indices[keep] = values, indices
+    return all_indices, all_values, sae.decode(indices, values)
+
+
+def late_interaction(query_codes, doc_codes, latents: int) -> torch.Tensor:
+    """B x D matrix of sum_i max_t z_q,i . z_d,t (padded rows have zero codes, scores are >= 0)."""
+    q_index, q_value = query_codes
+    d_index, d_value = doc_codes
+    dense_queries = torch.zeros(*q_index.shape[:2], latents, dtype=q_value.dtype).scatter(-1, q_index, q_value)
+    gathered = dense_queries[:, :, d_index]                          # B x Lq x D x Ld x K
+    similarities = (gathered * d_value).sum(-1)                      # B x Lq x D x Ld
+    return similarities.amax(-1).sum(1)                              # B x D
+
+
+class SSRFamily(torch.nn.Module):
+    def __init__(self, base: str | None, args):
+        super().__init__()
+        if not base:
+            raise InputError("train ssr: --base must be an SSR model folder (from `python -m lsr_pyserini.ssr fit`)")
+        model = SSRModel.load(base)
+        self.ssr = model
+        self.token_sae, self.cls_sae = model.token_sae.train(), model.cls_sae.train()
+        self.backbone = TokenEncoder(**model.backbone)
+        for parameter in self.backbone.model.parameters():
+            parameter.requires_grad_(False)
+        self.args = args
+        self.cls_weight = model.settings["cls_weight"] if args.train_cls_weight is None else args.train_cls_weight
+        self.tokens = None
+        if args.tokens:
+            from ..ssr.store import TokenRows
+
+            self.tokens = TokenRows(args.tokens, "tokens")
+            if self.tokens.manifest["backbone"] != model.backbone:
+                raise InputError(f"{args.tokens}: token store of another backbone than {base}'s")
+
+    def stored(self, docids: list[str]):
+        """(pooled, padded tokens, keep) of documents from the token store."""
+        bounds, arrays = self.tokens.gather(docids, ["tokens"])
+        lengths = torch.as_tensor(bounds[1:] - bounds[:-1])
+        keep = torch.arange(max(int(lengths.max()), 1))[None, :] < lengths[:, None]
+        tokens = torch.zeros(*keep.shape, self.token_sae.input_dim)
+        tokens[keep] = torch.as_tensor(arrays["tokens"], dtype=torch.float32)
+        pooled = torch.as_tensor(self.tokens.document_rows(docids, "pooled"), dtype=torch.float32)
+        return pooled, tokens, keep
+
+    def side(self, texts: list[str], side: str, ids: list[str] | None = None):
+        with torch.no_grad():
+            if self.tokens is not None and side == "documents":
+                pooled, tokens, keep = self.stored(ids)
+            else:
+                pooled, tokens, keep = self.backbone.forward(texts, side)
+        index, value, decoded = padded_codes(self.token_sae, tokens, keep)
+        cls_index, cls_value = self.cls_sae.encode(pooled)
+        cls_dense = self.cls_sae.dense_codes(cls_index, cls_value)
+        error = normalised_mse(tokens[keep], decoded)[0] + normalised_mse(pooled, self.cls_sae.decode(cls_index, cls_value))[0]
+        return (index, value), cls_dense, error
+
+    def loss(self, batch: Batch, step: int):
+        self.token_sae.normalize_decoder()
+        self.cls_sae.normalize_decoder()
+        query_codes, query_cls, query_error = self.side(batch.queries, "queries")
+        doc_codes, doc_cls, doc_error = self.side(batch.documents, "documents", batch.document_ids)
+        scores = late_interaction(query_codes, doc_codes, self.token_sae.latents) + self.cls_weight * query_cls @ doc_cls.T
+        ranking = contrastive_loss(self.args.score_scale * scores, batch.group_size)
+        reconstruction = (query_error + doc_error) / 2
+        loss = ranking + self.args.reconstruction_weight * reconstruction
+        return loss, {"rank": float(ranking.detach()), "nmse": float(reconstruction.detach())}
+
+    def save(self, folder) -> None:
+        self.token_sae.normalize_decoder()
+        self.cls_sae.normalize_decoder()
+        training = {**self.ssr.training, "supervised": {k: v for k, v in vars(self.args).items()
+                                                        if isinstance(v, (int, float, str, type(None)))}}
+        SSRModel(self.ssr.backbone, self.token_sae, self.cls_sae, self.ssr.settings, training).save(folder)
+
+
+@register("ssr")
+def build(base: str | None, args) -> SSRFamily:
+    """SSR: fine-tune the token and [CLS] SAEs of an SSR model (contrastive on code late interaction)."""
+    return SSRFamily(base, args)
+
+
+build.add_arguments = add_arguments
+build.default_base = ""  # no default: an SSR model folder from `ssr fit` is required

@@ -1,0 +1,281 @@
+"""SSR mechanics on tiny random BERTs: TopK SAE, stores, pseudo-terms, exact re-ranking, refusals."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import SAMPLE, error_lines, run_tool
+from lsr_pyserini.data import InputError
+
+FIT = ["--latents", "64", "--k", "8", "--cls-latents", "32", "--cls-k", "4", "--steps", "30", "--cls-steps", "10",
+       "--batch-size", "64", "--cls-batch-size", "4", "--dead-after", "100", "--quiet"]
+
+
+def in_process(tool: str, *args) -> None:
+    """`python -m lsr_pyserini.TOOL ARGS` in this process (the command-line runs are in test_refusals)."""
+    import importlib
+
+    module = importlib.import_module(f"lsr_pyserini.{tool}")
+    if not hasattr(module, "main"):  # a package: its command is in __main__
+        module = importlib.import_module(f"lsr_pyserini.{tool}.__main__")
+    module.main([str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def pipeline(tiny_encoder_only, tmp_path_factory):
+    """embed -> fit -> index on the sample corpus; the folders of each step."""
+    work = tmp_path_factory.mktemp("ssr")
+    in_process("ssr", "embed", "--model", tiny_encoder_only, "--input", SAMPLE / "corpus.jsonl", "--output",
+               work / "tokens", "--max-length", "64", "--quiet")
+    in_process("ssr", "fit", "--tokens", work / "tokens", "--output", work / "model", *FIT)
+    in_process("ssr", "index", "--model", work / "model", "--tokens", work / "tokens", "--output", work / "vectors",
+               "--codes", work / "codes", "--quiet")
+    return work
+
+
+def test_topk_codes_shape_sparsity_and_unit_norm_decoder():
+    from lsr_pyserini.ssr.sae import SAETrainer, TopKSAE
+
+    torch.manual_seed(0)
+    sae = TopKSAE(16, 48, 5)
+    x = torch.randn(200, 16)
+    indices, values = sae.encode(x)
+    assert indices.shape == values.shape == (200, 5)
+    dense = sae.dense_codes(indices, values)
+    assert ((dense != 0).sum(-1) <= 5).all() and (dense >= 0).all()
+    pre = sae.pre_activations(x)  # the kept values are the 5 largest ReLU pre-activations
+    assert torch.allclose(values, pre.sort(-1, descending=True).values[:, :5])
+    decoded = sae.decode(indices, values)
+    assert torch.allclose(decoded, dense @ sae.W_dec.T + sae.b_pre, atol=1e-5)
+    with torch.no_grad():  # latents 0-9 start nearly dead: they never win a top-5 place
+        sae.b_enc[:10] = -2.5
+    trainer = SAETrainer(sae, aux_k=8, aux_weight=1 / 32, dead_after=50)
+    optimizer = torch.optim.Adam(sae.parameters(), lr=1e-2)
+    first = trainer.step(optimizer, x)
+    dead_bias = sae.b_enc[:10].detach().clone()
+    logs = trainer.step(optimizer, x)
+    assert logs["dead"] >= 10 and logs["aux"] > 0  # the auxiliary loss sees the dead latents ...
+    assert (sae.b_enc[:10] > dead_bias).any()  # ... and pushes some of them back towards firing
+    for _ in range(30):
+        logs = trainer.step(optimizer, x)
+    assert torch.allclose(sae.W_dec.norm(dim=0), torch.ones(48), atol=1e-5)
+    assert logs["nmse"] < first["nmse"]
+
+
+def test_store_round_trip(tmp_path):
+    from lsr_pyserini.ssr.store import TokenRows, TokenRowsWriter
+
+    rng = np.random.default_rng(0)
+    docs = {"a": rng.normal(size=(3, 4)), "b": np.zeros((0, 4)), "c": rng.normal(size=(5, 4))}
+    writer = TokenRowsWriter(str(tmp_path / "store"), "tokens", {"backbone": {"dim": 4}})
+    for docid, rows in docs.items():
+        writer.add(docid, {"tokens": rows.astype(np.float16)}, {"pooled": rows.sum(0).astype(np.float16)})
+    writer.finish()
+    store = TokenRows(str(tmp_path / "store"), "tokens")
+    bounds, arrays = store.gather(["c", "b", "a"], ["tokens"])
+    assert bounds.tolist() == [0, 5, 5, 8]
+    np.testing.assert_array_equal(arrays["tokens"], np.concatenate([docs["c"], docs["a"]]).astype(np.float16))
+    np.testing.assert_array_equal(store.document_rows(["a"], "pooled")[0], docs["a"].sum(0).astype(np.float16))
+    assert store.missing(["a", "z"]) == ["z"]
+    with pytest.raises(Exception, match="not an SSR codes store"):
+        TokenRows(str(tmp_path / "store"), "codes")
+
+
+def test_sum_of_max_and_code_similarities_match_dense_products():
+    from lsr_pyserini.rerankers.ssr import code_similarities, sum_of_max
+
+    rng = np.random.default_rng(1)
+    latents, k = 30, 4
+    query_index = np.stack([rng.choice(latents, k, replace=False) for _ in range(3)])
+    query_value = rng.random((3, k)).astype(np.float32)
+    doc_index = np.stack([rng.choice(latents, k, replace=False) for _ in range(7)])
+    doc_value = rng.random((7, k)).astype(np.float32)
+    dense = lambda i, v: np.stack([np.bincount(r, w, minlength=latents) for r, w in zip(i, v)])
+    expected = dense(doc_index, doc_value) @ dense(query_index, query_value).T
+    similarities = code_similarities(query_index, query_value, doc_index, doc_value, latents)
+    np.testing.assert_allclose(similarities, expected, rtol=1e-5)
+    bounds = np.array([0, 2, 2, 7])
+    np.testing.assert_allclose(sum_of_max(similarities, bounds),
+                               [expected[:2].max(0).sum(), 0.0, expected[2:].max(0).sum()], rtol=1e-5)
+
+
+def direct_codes(sae, rows):
+    with torch.no_grad():
+        indices, values = sae.encode(torch.as_tensor(np.asarray(rows, dtype=np.float32)))
+        return sae.dense_codes(indices, values).numpy()
+
+
+def test_pseudo_terms_are_max_activations_and_queries_adapt_k(pipeline, tiny_encoder_only):
+    from lsr_pyserini.ssr.codes import query_terms
+    from lsr_pyserini.ssr.sae import SSRModel, adaptive_k
+    from lsr_pyserini.ssr.store import TokenRows
+
+    model = SSRModel.load(str(pipeline / "model"))
+    tokens = TokenRows(str(pipeline / "tokens"), "tokens")
+    records = [json.loads(line) for line in (pipeline / "vectors" / "part-00000.jsonl").open()]
+    assert len(records) == len(tokens.docids)
+    record = records[0]
+    row = tokens.row[record["id"]]
+    token_codes = direct_codes(model.token_sae, tokens.arrays["tokens"][tokens.offsets[row]:tokens.offsets[row + 1]])
+    cls_codes = direct_codes(model.cls_sae, tokens.arrays["pooled"][row:row + 1])[0]
+    expected = {f"s{n}": int(round(100 * w)) for n, w in enumerate(token_codes.max(0))}
+    expected.update({f"c{n}": int(round(100 * w)) for n, w in enumerate(cls_codes)})
+    assert record["vector"] == {t: w for t, w in expected.items() if w > 0}
+    assert adaptive_k(model, 1) == 8 and adaptive_k(model, 10_000) == 4  # budget 256 / tokens within [4, K=8]
+    vector = query_terms(model, np.asarray(tokens.arrays["tokens"][:3], dtype=np.float32),
+                         np.asarray(tokens.arrays["pooled"][0], dtype=np.float32))
+    summed = direct_codes(model.token_sae, tokens.arrays["tokens"][:3]).sum(0)
+    assert {t: round(w, 4) for t, w in vector.items() if t.startswith("s")} == \
+           {f"s{n}": round(float(w), 4) for n, w in enumerate(summed) if w > 0}
+
+
+def read_scores(path):
+    scores = {}
+    for line in path.open():
+        qid, _, docid, _, score, _ = line.split()
+        scores[(qid, docid)] = float(score)
+    return scores
+
+
+@pytest.fixture(scope="module")
+def first_stage(pipeline):
+    """Encoded queries, a Lucene impact index of the pseudo-terms and its run."""
+    in_process("encode", "queries", "--encoder", "ssr", "--model", pipeline / "model", "--input",
+               SAMPLE / "queries.test.tsv", "--output", pipeline / "queries.tsv", "--quiet")
+    run_tool("lucene", "index", "--collection", "JsonVectorCollection", "--input", pipeline / "vectors", "--index",
+             pipeline / "index", "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
+             "--threads", "1", check=True)
+    run_tool("lucene", "search", "--index", pipeline / "index", "--topics", pipeline / "queries.tsv", "--output",
+             pipeline / "run.txt", "--impact", "--hits", "5", check=True)
+    return pipeline / "run.txt"
+
+
+def test_ssr_and_maxsim_scores_equal_a_direct_computation(pipeline, first_stage, tiny_encoder_only, tmp_path):
+    from lsr_pyserini.data import read_queries, read_run
+    from lsr_pyserini.ssr.backbone import TokenEncoder
+    from lsr_pyserini.ssr.sae import SSRModel
+    from lsr_pyserini.ssr.store import TokenRows
+
+    run = read_run(str(first_stage))
+    assert run and all(len(r) == 5 for r in run.values())
+    in_process("rerank", "--reranker", "ssr", "--run", first_stage, "--queries", SAMPLE / "queries.test.tsv",
+               "--store", pipeline / "codes", "--output", tmp_path / "ssr-cls.txt", "--cls-weight", "0.5")
+    in_process("rerank", "--reranker", "maxsim", "--run", first_stage, "--queries", SAMPLE / "queries.test.tsv",
+               "--store", pipeline / "tokens", "--output", tmp_path / "maxsim.txt")
+    model = SSRModel.load(str(pipeline / "model"))
+    tokens = TokenRows(str(pipeline / "tokens"), "tokens")
+    encoder = TokenEncoder(**model.backbone)
+    texts = {q.id: q.text for q in read_queries(str(SAMPLE / "queries.test.tsv"))}
+    ssr, maxsim = read_scores(tmp_path / "ssr-cls.txt"), read_scores(tmp_path / "maxsim.txt")
+    assert set(ssr) == set(maxsim) == {(q, d) for q, r in run.items() for d, _ in r}
+    for qid in run:
+        pooled, query_tokens = encoder.encode([texts[qid]], "queries")[0]
+        z_q, c_q = direct_codes(model.token_sae, query_tokens), direct_codes(model.cls_sae, pooled[None])[0]
+        for docid, _ in run[qid]:
+            row = tokens.row[docid]
+            doc_tokens = tokens.arrays["tokens"][tokens.offsets[row]:tokens.offsets[row + 1]]
+            # the code store keeps activations in float16
+            z_d = direct_codes(model.token_sae, doc_tokens).astype(np.float16).astype(np.float32)
+            c_d = direct_codes(model.cls_sae, tokens.arrays["pooled"][row:row + 1])[0].astype(np.float16)
+            expected = (z_q @ z_d.T).max(1).sum() + 0.5 * float(c_q @ c_d.astype(np.float32))
+            assert ssr[(qid, docid)] == pytest.approx(expected, abs=2e-6, rel=1e-4)
+            dense = (query_tokens @ np.asarray(doc_tokens, dtype=np.float32).T).max(1).sum()
+            assert maxsim[(qid, docid)] == pytest.approx(dense, abs=2e-6, rel=1e-4)
+
+
+def test_refusals(pipeline, first_stage, tiny_encoder_only, tmp_path):
+    # K > h
+    result = run_tool("ssr", "fit", "--tokens", pipeline / "tokens", "--output", tmp_path / "m", "--latents", "8",
+                      "--k", "16")
+    assert result.returncode == 2 and error_lines(result) == [
+        "error: SAE k=16 exceeds its number of latents h=8: K must be at most h"]
+    assert not (tmp_path / "m").exists()
+    # an SAE whose input size is not the backbone's: a token store from a 48-dimensional backbone
+    from transformers import BertConfig, BertModel
+
+    other = tmp_path / "bert48"
+    shutil.copytree(tiny_encoder_only, other)
+    config = BertConfig.from_pretrained(other)
+    config.hidden_size, config.intermediate_size = 48, 96
+    BertModel(config).save_pretrained(other)
+    in_process("ssr", "embed", "--model", other, "--input", SAMPLE / "corpus.jsonl", "--output", tmp_path / "tok48",
+               "--max-length", "32", "--quiet")
+    result = run_tool("ssr", "index", "--model", pipeline / "model", "--tokens", tmp_path / "tok48", "--output",
+                      tmp_path / "v", "--codes", tmp_path / "c")
+    assert result.returncode == 2 and len(error_lines(result)) == 1
+    assert "SAE input size 32 does not match the token store" in error_lines(result)[0]
+    assert not (tmp_path / "c").exists()
+    config_file = pipeline / "model" / "ssr_config.json"
+    broken = tmp_path / "model48"
+    shutil.copytree(pipeline / "model", broken)
+    config = json.loads(config_file.read_text())
+    config["backbone"]["model"], config["backbone"]["dim"] = str(other), 48
+    (broken / "ssr_config.json").write_text(json.dumps(config))
+    with pytest.raises(InputError) as refused:
+        in_process("encode", "queries", "--encoder", "ssr", "--model", broken, "--input",
+                   SAMPLE / "queries.test.tsv", "--output", tmp_path / "q.tsv")
+    assert str(refused.value) == f"token SAE input size 32 does not match the backbone's embedding size 48 ({other})"
+    assert not (tmp_path / "q.tsv").exists()
+    # a code store missing a candidate document
+    run = tmp_path / "run.txt"
+    run.write_text(first_stage.read_text() + "q1 Q0 nowhere 99 0.1 x\n")
+    result = run_tool("rerank", "--reranker", "ssr", "--run", run, "--queries", SAMPLE / "queries.test.tsv",
+                      "--store", pipeline / "codes", "--output", tmp_path / "out.txt")
+    assert result.returncode == 2 and len(error_lines(result)) == 1
+    assert "document 'nowhere' is not in the store" in error_lines(result)[0]
+    assert not (tmp_path / "out.txt").exists()
+    # the wrong kind of store
+    with pytest.raises(InputError, match="a 'tokens' store, not an SSR codes store"):
+        in_process("rerank", "--reranker", "ssr", "--run", first_stage, "--queries", SAMPLE / "queries.test.tsv",
+                   "--store", pipeline / "tokens", "--output", tmp_path / "out.txt")
+
+
+def test_preset_without_model_and_help(capsys):
+    with pytest.raises(InputError, match="no SSR model folder"):
+        in_process("encode", "queries", "--encoder", "ssr", "--input", SAMPLE / "queries.test.tsv",
+                   "--output", "/nonexistent/q.tsv")
+    for command in ("embed", "fit", "index"):
+        with pytest.raises(SystemExit) as exited:
+            in_process("ssr", command, "--help")
+        assert exited.value.code == 0 and "--" in capsys.readouterr().out
+
+
+def test_training_score_is_the_code_late_interaction():
+    from lsr_pyserini.train.ssr import late_interaction
+
+    rng = np.random.default_rng(2)
+    latents, k = 20, 3
+    q_index = torch.as_tensor(rng.integers(0, latents, (2, 4, k)))
+    q_value = torch.as_tensor(rng.random((2, 4, k)), dtype=torch.float32)
+    q_value[1, 3] = 0  # a padded query token
+    d_index = torch.as_tensor(rng.integers(0, latents, (3, 5, k)))
+    d_value = torch.as_tensor(rng.random((3, 5, k)), dtype=torch.float32)
+    dense = lambda i, v: torch.zeros(*i.shape[:-1], latents).scatter_add(-1, i, v)
+    z_q, z_d = dense(q_index, q_value), dense(d_index, d_value)
+    expected = torch.stack([torch.stack([(z_q[b] @ z_d[d].T).amax(1).sum() for d in range(3)]) for b in range(2)])
+    assert torch.allclose(late_interaction((q_index, q_value), (d_index, d_value), latents), expected, atol=1e-5)
+
+
+def test_supervised_fine_tuning_writes_a_usable_model(pipeline, first_stage, tmp_path):
+    from lsr_pyserini.ssr.sae import SSRModel
+
+    in_process("train", "ssr", "--base", pipeline / "model", "--queries", SAMPLE / "queries.test.tsv", "--qrels",
+               SAMPLE / "qrels.test.trec", "--corpus", SAMPLE / "corpus.jsonl", "--negatives", first_stage, "--output",
+               tmp_path / "ft", "--batch-size", "2", "--max-steps", "2", "--lr", "1e-2", "--quiet")
+    # documents' embeddings read from the token store instead of the backbone: the same path otherwise
+    in_process("train", "ssr", "--base", pipeline / "model", "--tokens", pipeline / "tokens", "--queries",
+               SAMPLE / "queries.test.tsv", "--qrels", SAMPLE / "qrels.test.trec", "--corpus", SAMPLE / "corpus.jsonl",
+               "--negatives", first_stage, "--output", tmp_path / "ft-stored", "--batch-size", "2", "--max-steps", "1",
+               "--quiet")
+    assert SSRModel.load(str(tmp_path / "ft-stored")).training["supervised"]["tokens"] == str(pipeline / "tokens")
+    before, after = SSRModel.load(str(pipeline / "model")), SSRModel.load(str(tmp_path / "ft"))
+    assert not torch.equal(before.token_sae.W_enc, after.token_sae.W_enc)
+    assert torch.allclose(after.token_sae.W_dec.norm(dim=0), torch.ones(after.token_sae.latents), atol=1e-5)
+    assert after.backbone == before.backbone and "supervised" in after.training
+    with pytest.raises(InputError, match="--base must be an SSR model folder"):
+        in_process("train", "ssr", "--queries", SAMPLE / "queries.test.tsv", "--qrels", SAMPLE / "qrels.test.trec",
+                   "--corpus", SAMPLE / "corpus.jsonl", "--negatives", first_stage, "--output", tmp_path / "x")
