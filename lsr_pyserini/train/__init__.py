@@ -19,6 +19,6 @@ def register(family: str):
 
 
 def load_families() -> dict[str, Callable]:
-    from . import splade, tilde, tildev2  # noqa: F401  (each registers itself)
+    from . import sparseembed, splade, tilde, tildev2  # noqa: F401  (each registers itself)
 
     return FAMILIES
