@@ -24,7 +24,7 @@ from ..data import InputError
 from ..presets import resolve_model
 from . import register
 from .base import FAMILY_FILE, SparseEncoder, SparseVector, load_tokenizer
-from .splade import load_masked_lm
+from .splade import VOCAB_SLICE, _HeadInput, load_masked_lm
 
 HEADS_FILE = "sparseembed_heads.pt"
 DIMENSIONS = (16, 32, 64)
@@ -65,24 +65,53 @@ class SparseEmbedModel(torch.nn.Module):
             self.heads.load_state_dict(state)
         self.dim = dim
         self.terms = min(self.mlm.get_output_embeddings().weight.shape[0], len(self.tokenizer))
+        self._states = None
+        self.mlm.base_model.register_forward_hook(self._capture_states)
+        self.mlm.get_output_embeddings().register_forward_pre_hook(self._stop_at_head)
+
+    @staticmethod
+    def _stop_at_head(_module, inputs):
+        raise _HeadInput(inputs[0])
+
+    def _capture_states(self, _module, _inputs, output):
+        self._states = output[0]
 
     def represent(self, texts: list[str], side: str, max_length: int, top_k: int):
-        """(weights B x |V|, term ids B x k, active B x k, embeddings B x k x H').
+        """(weights B x k, term ids B x k, active B x k, embeddings B x k x H') of the top-k terms.
 
-        Terms past a text's activated ones (weight 0) have `active` False and zero embeddings."""
+        Terms past a text's activated ones (weight 0) have `active` False and zero embeddings.
+        The top-k terms are chosen without gradient, projecting one vocabulary slice at a time
+        (as the SPLADE encoder does); the chosen terms' logits are then recomputed with gradient,
+        so training never holds a B x L x |V| tensor."""
         encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
                                  return_tensors="pt")
-        out = self.mlm(**encoded, output_hidden_states=True)
+        try:
+            self.mlm(**encoded)
+            raise RuntimeError("the model never reached its output-embedding layer")
+        except _HeadInput as stop:
+            head_input = stop.hidden  # B x L x H, what the vocabulary projection reads
+        states, self._states = self._states, None  # B x L x H, the encoder's last hidden states
         padding = ~encoded["attention_mask"].bool().unsqueeze(-1)
-        logits = out.logits[..., :self.terms].masked_fill(padding, float("-inf"))  # B x L x V
-        weights = torch.log1p(torch.relu(logits.amax(dim=1)))  # monotone: pool first
-        values, ids = torch.topk(weights, min(int(top_k), weights.shape[1]), dim=1)
-        active = values > 0
-        chosen = logits.gather(2, ids.unsqueeze(1).expand(-1, logits.shape[1], -1))  # B x L x k
+        weight, bias = self._head_weight(), self._head_bias()
+        with torch.no_grad():
+            best = torch.cat([(head_input @ weight[start:start + VOCAB_SLICE].T).masked_fill(padding, float("-inf"))
+                              .amax(dim=1) for start in range(0, weight.shape[0], VOCAB_SLICE)], dim=1)
+            ids = torch.topk(best + bias, min(int(top_k), weight.shape[0]), dim=1).indices  # B x k
+        chosen = torch.einsum("blh,bkh->blk", head_input, weight[ids]) + bias[ids].unsqueeze(1)
+        chosen = chosen.masked_fill(padding, float("-inf"))  # B x L x k
+        weights = torch.log1p(torch.relu(chosen.amax(dim=1)))  # monotone: pool first
+        active = weights > 0
         attention = torch.softmax(chosen, dim=1)  # over positions, the MLM logits as scores
-        context = torch.einsum("blk,blh->bkh", attention, out.hidden_states[-1])
+        context = torch.einsum("blk,blh->bkh", attention, states)
         embeddings = torch.relu(self.heads[side](context)) * active.unsqueeze(-1)
         return weights, ids, active, embeddings
+
+    def _head_weight(self) -> torch.Tensor:
+        return self.mlm.get_output_embeddings().weight[:self.terms]
+
+    def _head_bias(self) -> torch.Tensor:
+        bias = getattr(self.mlm.get_output_embeddings(), "bias", None)
+        return bias[:self.terms] if bias is not None else torch.zeros(self.terms)
 
     def fingerprint(self) -> str:
         """SHA-256 over every parameter: stores record it, re-rankers refuse a different model."""
@@ -135,7 +164,7 @@ class SparseEmbedEncoder(SparseEncoder):
         for row in range(len(texts)):
             keep = active[row]
             term_ids, order = torch.sort(ids[row][keep])
-            values = weights[row][term_ids]
+            values = weights[row][keep][order]
             vector = {self.vocab[i]: w for i, w in zip(term_ids.tolist(), values.tolist())}
             results.append((vector, term_ids.numpy().astype(np.int64), embeddings[row][keep][order].float().numpy()))
         return results

@@ -35,9 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="multiply the teacher's scores (their margins set the students' scale; default: 1)")
 
 
-def sparse_scores(weights: torch.Tensor, ids: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
-    """The top-k sparse vectors (B x |V|, zero outside each text's activated terms)."""
-    return torch.zeros_like(weights).scatter(1, ids, weights.gather(1, ids) * active)
+def top_k_vectors(weights: torch.Tensor, ids: torch.Tensor, vocabulary: int) -> torch.Tensor:
+    """The top-k sparse vectors as B x |V| (zero outside each text's chosen terms), for FLOPS."""
+    return torch.zeros(weights.shape[0], vocabulary).scatter(1, ids, weights)
 
 
 class SparseEmbedFamily(torch.nn.Module):
@@ -53,7 +53,7 @@ class SparseEmbedFamily(torch.nn.Module):
         q_weights, q_ids, q_active, q_emb = self.model.represent(batch.queries, "queries", a.query_max_length, a.query_top_k)
         d_weights, d_ids, d_active, d_emb = self.model.represent(batch.documents, "documents", a.doc_max_length, a.doc_top_k)
         dense = embedding_scores(q_ids, q_emb, d_ids, d_emb)
-        sparse = sparse_scores(q_weights, q_ids, q_active) @ sparse_scores(d_weights, d_ids, d_active).T
+        sparse = embedding_scores(q_ids, q_weights.unsqueeze(-1), d_ids, d_weights.unsqueeze(-1))  # w^Q . w^D
         if batch.teacher is not None:
             teacher = torch.tensor(batch.teacher) * a.teacher_scale
             main = margin_mse(dense, teacher, batch.group_size)
@@ -63,7 +63,9 @@ class SparseEmbedFamily(torch.nn.Module):
             auxiliary = contrastive_loss(sparse, batch.group_size)
         lambda_d = quadratic_warmup(a.lambda_d, step, a.flops_warmup_steps)
         lambda_q = quadratic_warmup(a.lambda_q, step, a.flops_warmup_steps)
-        loss = main + a.lambda_w * auxiliary + lambda_d * flops(d_weights) + lambda_q * flops(q_weights)
+        terms = self.model.terms
+        loss = (main + a.lambda_w * auxiliary + lambda_d * flops(top_k_vectors(d_weights, d_ids, terms))
+                + lambda_q * flops(top_k_vectors(q_weights, q_ids, terms)))
         logs = {"emb": float(main.detach()), "sparse": float(auxiliary.detach()),
                 "doc_terms": float(d_active.sum(1).float().mean())}
         return loss, logs
