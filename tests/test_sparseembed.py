@@ -93,12 +93,13 @@ def test_training_saves_heads_and_refuses_another_dimension(trained, tmp_path, n
     assert SparseEmbedModel(str(trained)).dim == 16
     with pytest.raises(InputError, match="dimension 16, not 32"):
         SparseEmbedModel(str(trained), dim=32)
-    teacher = tmp_path / "teacher.txt"
-    lines = [line.split() for line in negatives.read_text().splitlines()]
-    teacher.write_text("".join(f"{f[0]} {f[2]} {float(f[4]) / 10}\n" for f in lines))
-    result = train(trained, tmp_path / "distilled", negatives, "--teacher", teacher, "--max-steps", "2")
+    from lsr_pyserini.train.data import read_teacher
+
+    teacher = read_teacher(str(negatives))  # a TREC run (e.g. a re-ranker's output) is a teacher too
+    assert teacher["q1"]["s3"] == 17.0 and len(teacher["q1"]) == 12
+    result = train(trained, tmp_path / "distilled", negatives, "--teacher", negatives, "--max-steps", "2")
     assert result.returncode == 0, result.stderr
-    assert json.loads((tmp_path / "distilled" / "lsr_training.json").read_text())["teacher"] == str(teacher)
+    assert json.loads((tmp_path / "distilled" / "lsr_training.json").read_text())["teacher"] == str(negatives)
 
 
 def test_a_base_without_heads_cannot_encode(tiny_mlm):

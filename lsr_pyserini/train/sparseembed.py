@@ -31,8 +31,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lambda-q", type=float, default=1e-3, help="FLOPS weight, queries (default: 1e-3)")
     parser.add_argument("--flops-warmup-steps", type=int, default=100,
                         help="steps of quadratic warm-up of the FLOPS weights (default: 100)")
-    parser.add_argument("--teacher-scale", type=float, default=1.0,
-                        help="multiply the teacher's scores (their margins set the students' scale; default: 1)")
 
 
 def top_k_vectors(weights: torch.Tensor, ids: torch.Tensor, vocabulary: int) -> torch.Tensor:
@@ -55,7 +53,7 @@ class SparseEmbedFamily(torch.nn.Module):
         dense = embedding_scores(q_ids, q_emb, d_ids, d_emb)
         sparse = embedding_scores(q_ids, q_weights.unsqueeze(-1), d_ids, d_weights.unsqueeze(-1))  # w^Q . w^D
         if batch.teacher is not None:
-            teacher = torch.tensor(batch.teacher) * a.teacher_scale
+            teacher = torch.tensor(batch.teacher)
             main = margin_mse(dense, teacher, batch.group_size)
             auxiliary = margin_mse(sparse, teacher, batch.group_size)
         else:
