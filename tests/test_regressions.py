@@ -14,7 +14,8 @@ from conftest import REPO, run_tool
 ON_REQUEST = pytest.mark.skipif(os.environ.get("LSR_PYSERINI_ALL_REGRESSIONS") != "1",
                                 reason="long regression: set LSR_PYSERINI_ALL_REGRESSIONS=1 to run it")
 REGRESSIONS = ["scifact-bm25.yaml", "scifact-splade-tiny.yaml",
-               pytest.param("scifact-bm25-minilm-fusion.yaml", marks=ON_REQUEST)]
+               pytest.param("scifact-bm25-minilm-fusion.yaml", marks=ON_REQUEST),
+               pytest.param("scifact-sparseembed.yaml", marks=ON_REQUEST)]
 
 
 @pytest.mark.slow

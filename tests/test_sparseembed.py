@@ -162,28 +162,35 @@ def test_efficiency_figures(store, trained, tmp_path, capsys):
     assert float(figures["sparseembed_flops"]) == pytest.approx(16 * float(figures["terms"]), rel=1e-3)
 
 
-def rerank_refused(store, run, tmp_path, *extra):
+def rerank_refused(capsys, store, run, tmp_path, *extra):
+    """The rerank command in this process (as `python -m` runs it): exit 2, one error line, no output."""
+    from lsr_pyserini import rerank
+    from lsr_pyserini.cli import run_main
+
     output = tmp_path / "refused.txt"
-    result = run_tool("rerank", "--reranker", "sparseembed", "--run", run, "--queries", QUERIES,
-                      "--store", store, "--output", output, *extra)
-    assert result.returncode == 2 and not output.exists()
-    assert len(error_lines(result)) == 1, result.stderr
-    return error_lines(result)[0]
+    argv = ["--reranker", "sparseembed", "--run", str(run), "--queries", str(QUERIES), "--store", str(store),
+            "--output", str(output), *map(str, extra)]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        run_main(lambda: rerank.main(argv))
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert exit_.value.code == 2 and not output.exists() and len(errors) == 1
+    return errors[0]
 
 
-def test_refusals(trained, store, negatives, tmp_path, tiny_mlm):
+def test_refusals(trained, store, negatives, tmp_path, tiny_mlm, capsys):
     run = tmp_path / "run.txt"
     run.write_text(negatives.read_text() + "q1 Q0 ghost 13 1 bm25\n")
-    assert "document 'ghost' is not in the store" in rerank_refused(store, run, tmp_path)
+    assert "document 'ghost' is not in the store" in rerank_refused(capsys, store, run, tmp_path)
 
     other = tmp_path / "other"
     SparseEmbedModel(str(tiny_mlm), dim=16, seed=7).save(other)
-    message = rerank_refused(store, negatives, tmp_path, "--model", other)
+    message = rerank_refused(capsys, store, negatives, tmp_path, "--model", other)
     assert "store was encoded by model" in message and "fingerprint" in message
 
     wide = tmp_path / "wide"
     SparseEmbedModel(str(tiny_mlm), dim=32).save(wide)
-    assert "16-dimensional term embeddings" in rerank_refused(store, negatives, tmp_path, "--model", wide)
+    assert "16-dimensional term embeddings" in rerank_refused(capsys, store, negatives, tmp_path, "--model", wide)
 
     truncated = tmp_path / "truncated"
     import shutil
@@ -191,5 +198,5 @@ def test_refusals(trained, store, negatives, tmp_path, tiny_mlm):
     shutil.copytree(store, truncated)
     embeddings = truncated / "embeddings.bin"
     embeddings.write_bytes(embeddings.read_bytes()[:-100])
-    assert "truncated" in rerank_refused(truncated, negatives, tmp_path)
-    assert "not a SparseEmbed store" in rerank_refused(tmp_path, negatives, tmp_path)
+    assert "truncated" in rerank_refused(capsys, truncated, negatives, tmp_path)
+    assert "not a SparseEmbed store" in rerank_refused(capsys, tmp_path, negatives, tmp_path)
