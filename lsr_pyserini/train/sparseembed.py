@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
     parser.add_argument("--doc-top-k", type=int, default=256, help="activated terms per document (default: 256)")
     parser.add_argument("--query-top-k", type=int, default=64, help="activated terms per query (default: 64)")
+    parser.add_argument("--head-lr", type=float, default=1e-3,
+                        help="learning rate of the new embedding heads (default: 1e-3; --lr is the encoder's)")
     parser.add_argument("--lambda-w", type=float, default=0.1,
                         help="weight of the sparse score's loss against the embedding score's (default: 0.1)")
     parser.add_argument("--lambda-d", type=float, default=1e-3, help="FLOPS weight, documents (default: 1e-3)")
@@ -67,6 +69,12 @@ class SparseEmbedFamily(torch.nn.Module):
         logs = {"emb": float(main.detach()), "sparse": float(auxiliary.detach()),
                 "doc_terms": float(d_active.sum(1).float().mean())}
         return loss, logs
+
+    def parameter_groups(self, lr: float) -> list[dict]:
+        """The encoder at --lr, the freshly initialised heads at --head-lr."""
+        heads = list(self.model.heads.parameters())
+        body = [p for p in self.model.parameters() if all(p is not h for h in heads)]
+        return [{"params": body, "lr": lr}, {"params": heads, "lr": self.args.head_lr}]
 
     def save(self, folder) -> None:
         self.model.save(folder)
