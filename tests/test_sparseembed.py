@@ -7,20 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SAMPLE, build_tiny_bert, error_lines, run_tool
+from conftest import build_tiny_bert, run_tool
 from lsr_pyserini.data import InputError, read_corpus
 from lsr_pyserini.encoders.sparseembed import SparseEmbedEncoder, SparseEmbedModel, embedding_scores
-
-QUERIES, QRELS, CORPUS = SAMPLE / "queries.test.tsv", SAMPLE / "qrels.test.trec", SAMPLE / "corpus.jsonl"
-
-
-@pytest.fixture(scope="module")
-def negatives(tmp_path_factory) -> Path:
-    """A run listing every sample document for every query, also the first stage to re-rank."""
-    path = tmp_path_factory.mktemp("runs") / "run.txt"
-    qids = [line.split("\t")[0] for line in QUERIES.read_text().splitlines()]
-    path.write_text("".join(f"{q} Q0 s{d} {d} {20 - d} bm25\n" for q in qids for d in range(1, 13)))
-    return path
+from test_train import CORPUS, QRELS, QUERIES, negatives  # noqa: F401  (fixture: every sample document per query)
 
 
 def train(base, out, negatives, *extra):
