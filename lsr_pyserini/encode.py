@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="discard existing output instead of resuming or refusing")
     corpus.add_argument("--dense-store", metavar="STORE",
                         help="also write the encoder's dense vectors to this dense store, in the same "
-                             "forward pass (encoders with a dense side: promptreps, bgem3; default: none)")
+                             "forward pass (encoders with a dense side: promptreps, bgem3; sparseembed writes "
+                             "its term-embedding store there; default: none)")
     queries = sub.add_parser("queries", help="encode queries into a Lucene impact query TSV")
     add_common_args(queries, "queries")
     queries.add_argument("--output", required=True, help="query TSV (qid<TAB>terms repeated by impact)")
@@ -220,10 +221,12 @@ def encode_corpus(args, settings: dict) -> None:
             raise InputError(f"--dense-store: encoder {settings.get('name')!r} ({settings.get('family')}) has no "
                              f"dense side; build a store for a dense model with `encode dense`")
         manifest_settings["dense_store"] = str(Path(args.dense_store).resolve())
-        dense_store = DenseStoreWriter(args.dense_store, {"encoder": encoder.dense.describe(),
-                                                          **{k: v for k, v in manifest_settings.items()
-                                                             if k in ("shard_size", "documents", "input")}},
-                                       overwrite=args.overwrite)
+        store_settings = {k: v for k, v in manifest_settings.items() if k in ("shard_size", "documents", "input")}
+        if hasattr(encoder, "open_store"):  # an encoder with its own store format (sparseembed)
+            dense_store = encoder.open_store(args.dense_store, store_settings, overwrite=args.overwrite)
+        else:
+            dense_store = DenseStoreWriter(args.dense_store, {"encoder": encoder.dense.describe(), **store_settings},
+                                           overwrite=args.overwrite)
     sparse_writer = ShardWriter(args.output, manifest_settings, overwrite=args.overwrite)
     writer = WithDenseStore(sparse_writer, dense_store) if dense_store else sparse_writer
     started = time.time()
@@ -240,6 +243,8 @@ def encode_corpus(args, settings: dict) -> None:
                    for doc, vector in zip(shard, vectors)]
         if dense_store is None:
             return records
+        if hasattr(encoder, "open_store"):  # its own store format: (docids, one part per document)
+            return records, ([d.id for d in shard], [output[1] for output in outputs])
         ragged = {name: [output[2][name] for output in outputs] for name in (outputs[0][2] if len(outputs[0]) > 2 else {})}
         return records, ([d.id for d in shard], np.stack([output[1] for output in outputs]), ragged)
 

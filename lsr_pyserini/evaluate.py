@@ -2,6 +2,7 @@
 
     python -m lsr_pyserini.evaluate --qrels QRELS --run RUN [--run [NAME=]RUN ...] [--csv F] [--json F]
     python -m lsr_pyserini.evaluate --index DIR [--queries QUERIES.tsv] [--json F]
+    python -m lsr_pyserini.evaluate [--index DIR] --store SPARSEEMBED_STORE --queries QUERIES.tsv
 
 Effectiveness: nDCG@10, MRR@10, R@100 and R@1000 computed by the trec_eval that ships in
 Pyserini's Anserini jar (the numbers `pyserini.eval.trec_eval -c` prints), one row per run, with a
@@ -162,17 +163,40 @@ def index_statistics(index_dir: str, queries_path: str | None = None) -> dict:
         "avg_nonzeros_per_document": round(sum(df.values()) / max(documents, 1), 2),
     }
     if queries_path:
-        queries = list(read_queries(queries_path))
-        if not queries:
-            raise InputError(f"{queries_path}: no queries")
-        query_df: Counter[str] = Counter()
-        for query in queries:
-            query_df.update(set(query.text.split()))
-        result["queries"] = len(queries)
-        result["avg_nonzeros_per_query"] = round(sum(query_df.values()) / len(queries), 2)
-        result["flops"] = round(sum((n / len(queries)) * (df.get(t, 0) / max(documents, 1))
-                                    for t, n in query_df.items()), 4)
+        queries, query_df = query_frequencies(queries_path)
+        result["queries"] = queries
+        result["avg_nonzeros_per_query"] = round(sum(query_df.values()) / queries, 2)
+        result["flops"] = round(expected_overlap(query_df, queries, df, documents), 4)
     return result
+
+
+def query_frequencies(queries_path: str) -> tuple[int, Counter]:
+    """(number of queries, {term: queries containing it}) of a generated query TSV."""
+    queries = list(read_queries(queries_path))
+    if not queries:
+        raise InputError(f"{queries_path}: no queries")
+    query_df: Counter[str] = Counter()
+    for query in queries:
+        query_df.update(set(query.text.split()))
+    return len(queries), query_df
+
+
+def expected_overlap(query_df: Counter, queries: int, df: dict, documents: int) -> float:
+    """SPLADE's FLOPS: expected terms a query and a document share, sum_t p_q(t) * p_d(t)."""
+    return sum((n / queries) * (df.get(t, 0) / max(documents, 1)) for t, n in query_df.items())
+
+
+def store_statistics(store_dir: str, queries_path: str) -> dict:
+    """SparseEmbed's efficiency: TERMS, the expected terms a query and a document share (over the
+    store's activated document terms), and FLOPS = TERMS x H' (multiply-adds per pair)."""
+    from .sparseembed_store import SparseEmbedStore
+
+    store = SparseEmbedStore(store_dir)
+    queries, query_df = query_frequencies(queries_path)
+    terms = expected_overlap(query_df, queries, store.document_frequencies(), len(store.docids))
+    return {"store": store_dir, "store_size_bytes": store.size_bytes(), "dim": store.dim,
+            "avg_terms_per_document": round(len(store.terms) / max(len(store.docids), 1), 2),
+            "terms": round(terms, 4), "sparseembed_flops": round(terms * store.dim, 4)}
 
 
 def write_outputs(rows: list[dict], csv_path: str | None, json_path: str | None) -> None:
@@ -196,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="TREC run file; repeat for several (the first is the significance baseline)")
     parser.add_argument("--index", help="Lucene index folder: report efficiency figures instead")
     parser.add_argument("--queries", help="with --index: the generated query TSV, for per-query figures and FLOPS")
+    parser.add_argument("--store", help="with --queries: a SparseEmbed store, for its TERMS and FLOPS (TERMS x H')")
     parser.add_argument("--csv", help="also write the table as CSV")
     parser.add_argument("--json", help="also write the table as JSON")
     return parser
@@ -203,8 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.index:
-        stats = index_statistics(args.index, args.queries)
+    if args.store and not args.queries:
+        fail("--store needs --queries (the generated query TSV)")
+    if args.index or args.store:
+        stats = index_statistics(args.index, args.queries) if args.index else {}
+        stats.update(store_statistics(args.store, args.queries) if args.store else {})
         width = max(map(len, stats))
         for key, value in stats.items():
             print(f"{key.ljust(width)}  {value}")

@@ -20,7 +20,8 @@ REGRESSIONS = ["scifact-bm25.yaml", "scifact-splade-tiny.yaml",
                pytest.param("scifact-ssr.yaml", marks=ON_REQUEST),
                pytest.param("scifact-ssr-finetuned.yaml", marks=ON_REQUEST),
                pytest.param("scifact-splade-tiny-finetuned.yaml", marks=ON_REQUEST),  # trains: ~30 min
-               pytest.param("scifact-tildev2.yaml", marks=ON_REQUEST)]  # trains: ~1 h
+               pytest.param("scifact-tildev2.yaml", marks=ON_REQUEST),  # trains: ~1 h
+               pytest.param("scifact-sparseembed.yaml", marks=ON_REQUEST)]
 
 
 @pytest.mark.slow

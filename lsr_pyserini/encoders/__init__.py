@@ -23,7 +23,7 @@ def register(family: str):
 def build_encoder(settings: dict) -> SparseEncoder:
     """An encoder from preset settings (the `family` key picks the builder)."""
     from ..data import InputError
-    from . import bgem3, bm25aug, promptreps, splade, ssr, tildev2  # noqa: F401  (each registers its family)
+    from . import bgem3, bm25aug, promptreps, sparseembed, splade, ssr, tildev2  # noqa: F401  (each registers its family)
 
     family = settings.get("family")
     if family not in FAMILIES:

@@ -22,7 +22,7 @@ def register(name: str):
 
 
 def _load_families() -> None:
-    from . import bgem3, dense, promptreps, ssr, tilde  # noqa: F401  (register their names)
+    from . import bgem3, dense, promptreps, sparseembed, ssr, tilde  # noqa: F401  (register their names)
 
 
 def available_rerankers() -> list[str]:

@@ -19,6 +19,6 @@ def register(family: str):
 
 
 def load_families() -> dict[str, Callable]:
-    from . import bm25aug, splade, ssr, tilde, tildev2  # noqa: F401  (each registers itself)
+    from . import bm25aug, sparseembed, splade, ssr, tilde, tildev2  # noqa: F401  (each registers itself)
 
     return FAMILIES

@@ -54,7 +54,9 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     if steps_per_epoch == 0:
         fail(f"{len(data)} training queries are fewer than one batch of {batch_size}")
     total = min(epochs * steps_per_epoch, max_steps or epochs * steps_per_epoch)
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.01)
+    groups = model.parameter_groups(lr) if hasattr(model, "parameter_groups") else \
+        [{"params": [p for p in model.parameters() if p.requires_grad]}]  # a family may set per-group rates
+    optimizer = torch.optim.AdamW(groups, lr=lr, weight_decay=0.01)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _linear_schedule(total, int(total * warmup_ratio)))
     checkpoint = out / CHECKPOINT
     step = 0

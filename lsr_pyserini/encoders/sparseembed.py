@@ -1,0 +1,203 @@
+"""SparseEmbed (Kong et al., SIGIR 2023): SPLADE terms, each carrying a small contextual embedding.
+
+Sparse part: MLM logits M (L x |V|), w_i = max_j log(1 + ReLU(M_ji)), the top-k terms kept (64 for
+queries, 256 for documents by default): the activated terms I. Each activated term i gets
+e_i = ReLU(W (softmax_j(M_ji) . S) + b), S the encoder's last hidden states (L x H), W: H -> H',
+with one head for queries and one for documents. The score sums e_i^Q . e_i^D over the terms both
+sides activated; the sparse weights only choose the terms (w^Q . w^D is the auxiliary score and
+what Lucene ranks candidates by).
+
+A checkpoint is a masked-LM folder plus `sparseembed_heads.pt` (the two heads) and lsr_family.json.
+`encode corpus --encoder sparseembed --dense-store STORE` writes the sparse part through the shared
+writer and the documents' term embeddings into a SparseEmbed store (`lsr_pyserini/sparseembed_store.py`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..data import InputError
+from ..presets import resolve_model
+from . import register
+from .base import FAMILY_FILE, SparseEncoder, SparseVector, load_tokenizer
+from .splade import VOCAB_SLICE, _HeadInput, load_masked_lm
+
+HEADS_FILE = "sparseembed_heads.pt"
+DIMENSIONS = (16, 32, 64)
+SIDES = ("queries", "documents")
+
+
+class SparseEmbedModel(torch.nn.Module):
+    """The masked LM and the two embedding heads; `represent` is shared by training and encoding."""
+
+    def __init__(self, path: str, dim: int | None = None, seed: int = 0):
+        super().__init__()
+        heads_file = Path(path) / HEADS_FILE
+        state = None
+        if heads_file.is_file():
+            state = torch.load(heads_file, map_location="cpu", weights_only=True)
+            stored = int(state["documents.weight"].shape[0])
+            if dim is not None and dim != stored:
+                raise InputError(f"checkpoint {path} has SparseEmbed heads of dimension {stored}, not {dim}")
+            dim = stored
+        elif dim is None:
+            raise InputError(f"checkpoint {path} has no SparseEmbed heads ({HEADS_FILE}); train one with "
+                             f"`python -m lsr_pyserini.train sparseembed`")
+        if dim not in DIMENSIONS:
+            raise InputError(f"embedding dimension must be one of {', '.join(map(str, DIMENSIONS))}, got {dim}")
+        # a trained SparseEmbed checkpoint, or a base to train from (plain or SPLADE-trained MLM)
+        marker = Path(path) / FAMILY_FILE
+        trained_as = json.loads(marker.read_text()).get("family") if marker.is_file() else None
+        base_family = "splade" if state is None and trained_as == "splade" else "sparseembed"
+        self.mlm = load_masked_lm(path, family=base_family)
+        self.tokenizer = load_tokenizer(path)
+        hidden = self.mlm.config.hidden_size
+        generator = torch.Generator().manual_seed(seed)
+        self.heads = torch.nn.ModuleDict({side: torch.nn.Linear(hidden, dim) for side in SIDES})
+        for head in self.heads.values():  # seeded, so an untrained model is reproducible
+            torch.nn.init.normal_(head.weight, std=hidden ** -0.5, generator=generator)
+            torch.nn.init.zeros_(head.bias)
+        if state is not None:
+            self.heads.load_state_dict(state)
+        self.dim = dim
+        self.terms = min(self.mlm.get_output_embeddings().weight.shape[0], len(self.tokenizer))
+        self._states = None
+        self.mlm.base_model.register_forward_hook(self._capture_states)
+        self.mlm.get_output_embeddings().register_forward_pre_hook(self._stop_at_head)
+
+    @staticmethod
+    def _stop_at_head(_module, inputs):
+        raise _HeadInput(inputs[0])
+
+    def _capture_states(self, _module, _inputs, output):
+        self._states = output[0]
+
+    def represent(self, texts: list[str], side: str, max_length: int, top_k: int):
+        """(weights B x k, term ids B x k, active B x k, embeddings B x k x H') of the top-k terms.
+
+        Terms past a text's activated ones (weight 0) have `active` False and zero embeddings.
+        The top-k terms are chosen without gradient, projecting one vocabulary slice at a time
+        (as the SPLADE encoder does); the chosen terms' logits are then recomputed with gradient,
+        so training never holds a B x L x |V| tensor."""
+        encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
+                                 return_tensors="pt")
+        try:
+            self.mlm(**encoded)
+            raise RuntimeError("the model never reached its output-embedding layer")
+        except _HeadInput as stop:
+            head_input = stop.hidden  # B x L x H, what the vocabulary projection reads
+        states, self._states = self._states, None  # B x L x H, the encoder's last hidden states
+        padding = ~encoded["attention_mask"].bool().unsqueeze(-1)
+        weight, bias = self._head_weight(), self._head_bias()
+        with torch.no_grad():
+            best = torch.cat([(head_input @ weight[start:start + VOCAB_SLICE].T).masked_fill(padding, float("-inf"))
+                              .amax(dim=1) for start in range(0, weight.shape[0], VOCAB_SLICE)], dim=1)
+            ids = torch.topk(best + bias, min(int(top_k), weight.shape[0]), dim=1).indices  # B x k
+        chosen = torch.einsum("blh,bkh->blk", head_input, weight[ids]) + bias[ids].unsqueeze(1)
+        chosen = chosen.masked_fill(padding, float("-inf"))  # B x L x k
+        weights = torch.log1p(torch.relu(chosen.amax(dim=1)))  # monotone: pool first
+        active = weights > 0
+        attention = torch.softmax(chosen, dim=1)  # over positions, the MLM logits as scores
+        context = torch.einsum("blk,blh->bkh", attention, states)
+        embeddings = torch.relu(self.heads[side](context)) * active.unsqueeze(-1)
+        return weights, ids, active, embeddings
+
+    def _head_weight(self) -> torch.Tensor:
+        return self.mlm.get_output_embeddings().weight[:self.terms]
+
+    def _head_bias(self) -> torch.Tensor:
+        bias = getattr(self.mlm.get_output_embeddings(), "bias", None)
+        return bias[:self.terms] if bias is not None else torch.zeros(self.terms)
+
+    def fingerprint(self) -> str:
+        """SHA-256 over every parameter: stores record it, re-rankers refuse a different model."""
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().float().contiguous().numpy().tobytes())
+        return digest.hexdigest()[:16]
+
+    def save(self, folder) -> None:
+        from .base import write_family
+
+        self.mlm.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
+        torch.save(self.heads.state_dict(), Path(folder) / HEADS_FILE)
+        write_family(folder, "sparseembed", dim=self.dim)
+
+
+def embedding_scores(query_ids: torch.Tensor, query_embeddings: torch.Tensor, doc_ids: torch.Tensor,
+                     doc_embeddings: torch.Tensor) -> torch.Tensor:
+    """Q x D: sum over terms both sides activated of e^Q . e^D (inactive terms have zero embeddings)."""
+    match = query_ids[:, :, None, None] == doc_ids[None, None, :, :]  # Q x kq x D x kd
+    dots = torch.einsum("qah,dbh->qadb", query_embeddings, doc_embeddings)
+    return (dots * match).sum(dim=(1, 3))
+
+
+class SparseEmbedEncoder(SparseEncoder):
+    def __init__(self, model: str, doc_max_length: int = 256, query_max_length: int = 64,
+                 doc_top_k: int | None = 256, query_top_k: int | None = 64, **_ignored):
+        self.model_reference = model
+        self.path = resolve_model(model)
+        self.model = SparseEmbedModel(self.path).eval()
+        self.vocab = self.model.tokenizer.convert_ids_to_tokens(list(range(self.model.terms)))
+        self.max_length = {"documents": int(doc_max_length), "queries": int(query_max_length)}
+        self.top_k = {"documents": int(doc_top_k or 256), "queries": int(query_top_k or 64)}
+        self._fingerprint = None
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = self.model.fingerprint()
+        return self._fingerprint
+
+    @torch.inference_mode()
+    def terms_and_embeddings(self, texts: list[str], side: str) -> list[tuple[SparseVector, np.ndarray, np.ndarray]]:
+        """Per text: the sparse vector {term: weight}, activated term ids (ascending) and their
+        embeddings (k x H', float32), in the same term order."""
+        weights, ids, active, embeddings = self.model.represent(texts, side, self.max_length[side], self.top_k[side])
+        results = []
+        for row in range(len(texts)):
+            keep = active[row]
+            term_ids, order = torch.sort(ids[row][keep])
+            values = weights[row][keep][order]
+            vector = {self.vocab[i]: w for i, w in zip(term_ids.tolist(), values.tolist())}
+            results.append((vector, term_ids.numpy().astype(np.int64), embeddings[row][keep][order].float().numpy()))
+        return results
+
+    def encode_documents(self, texts: list[str]) -> list[SparseVector]:
+        return [vector for vector, _, _ in self.terms_and_embeddings(texts, "documents")]
+
+    def encode_queries(self, texts: list[str]) -> list[SparseVector]:
+        return [vector for vector, _, _ in self.terms_and_embeddings(texts, "queries")]
+
+    def encode_documents_with_dense(self, texts: list[str]):
+        """(sparse vector, (term ids, embeddings)) per document, for `encode corpus --dense-store`."""
+        return [(vector, (ids, emb)) for vector, ids, emb in self.terms_and_embeddings(texts, "documents")]
+
+    def open_store(self, path: str, settings: dict, overwrite: bool = False):
+        """The writer for this encoder's `--dense-store`: a SparseEmbed term-embedding store."""
+        from ..sparseembed_store import SparseEmbedStoreWriter
+
+        return SparseEmbedStoreWriter(path, {**settings, "encoder": self.describe(), "identity": self.identity()},
+                                      overwrite=overwrite)
+
+    def identity(self) -> dict:
+        """What a store must match for this model's queries to score its documents."""
+        return {"model": self.model_reference, "fingerprint": self.fingerprint, "dim": self.model.dim,
+                "vocab_size": self.model.terms}
+
+    def describe(self) -> dict:
+        return {"family": "sparseembed", "model": self.model_reference, "model_path": self.path,
+                "dim": self.model.dim, "fingerprint": self.fingerprint,
+                "doc_max_length": self.max_length["documents"], "query_max_length": self.max_length["queries"],
+                "doc_top_k": self.top_k["documents"], "query_top_k": self.top_k["queries"]}
+
+
+@register("sparseembed")
+def build(settings: dict) -> SparseEmbedEncoder:
+    return SparseEmbedEncoder(**settings)

@@ -1,0 +1,163 @@
+"""The SparseEmbed store: each document's activated terms and their embeddings, memory-mapped.
+
+    STORE/sparseembed.json   {"format", "identity": {"model", "fingerprint", "dim", "vocab_size"},
+                              "documents", "terms", "term_dtype", ...}
+    STORE/docids.txt         one document id a line, in row order
+    STORE/offsets.npy        int64, documents + 1: document r's terms are rows offsets[r]:offsets[r+1]
+    STORE/terms.bin          term ids, ascending within a document (uint16 when |V| < 65536, else int32)
+    STORE/embeddings.bin     float16, terms x dim, row-aligned with terms.bin
+
+terms.bin and embeddings.bin are opened with numpy.memmap, so re-ranking reads only the candidates'
+rows. The identity says which model and H' wrote the store: a re-ranker whose query model differs
+is refused, and so is a store whose files are shorter than the manifest says (truncated copy).
+While encoding, parts go to STORE.partial/ shard by shard (resumable, as for the dense store);
+STORE appears only when complete.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from .data import InputError
+from .dense import DOCIDS_FILE, DenseStoreWriter
+from .writer import atomic_write
+
+STORE_FORMAT = "lsr-pyserini-sparseembed-store/1"
+META_FILE, OFFSETS_FILE, TERMS_FILE, EMBEDDINGS_FILE = "sparseembed.json", "offsets.npy", "terms.bin", "embeddings.bin"
+
+
+def term_dtype(vocab_size: int) -> np.dtype:
+    return np.dtype(np.uint16) if vocab_size <= np.iinfo(np.uint16).max + 1 else np.dtype(np.int32)
+
+
+class SparseEmbedStoreWriter(DenseStoreWriter):
+    """Shard parts in STORE.partial/ (docids, per-document term counts, term ids, float16
+    embeddings), concatenated into contiguous arrays by :meth:`finish`. A shard's records are
+    ``(docids, [(term ids, embeddings k x dim), ...])``."""
+
+    def write_shard(self, index: int, records) -> None:
+        docids, parts = records
+        dim = self.settings["identity"]["dim"]
+        tmp = self.partial / f".part-{index:05d}.tmp.npz"
+        np.savez(tmp, docids=np.array(docids, dtype=object).astype(str),
+                 lengths=np.array([len(ids) for ids, _ in parts], dtype=np.int64),
+                 terms=np.concatenate([ids for ids, _ in parts]).astype(np.int64) if parts else np.zeros(0, np.int64),
+                 embeddings=np.concatenate([e.reshape(-1, dim) for _, e in parts]).astype(np.float16)
+                 if parts else np.zeros((0, dim), np.float16))
+        os.replace(tmp, self._part(index))
+
+    def finish(self, expected_documents: int, summary: dict | None = None) -> dict:
+        identity = self.settings["identity"]
+        docids: list[str] = []
+        lengths, terms, embeddings = [], [], []
+        for part in sorted(self.partial.glob("part-*.npz")):
+            with np.load(part) as data:
+                docids.extend(data["docids"].tolist())
+                lengths.append(data["lengths"])
+                terms.append(data["terms"])
+                embeddings.append(data["embeddings"])
+        if len(docids) != expected_documents:
+            raise InputError(f"{self.partial}: holds {len(docids)} of {expected_documents} documents' term "
+                             f"embeddings (was an earlier run made without this store?): pass --overwrite")
+        offsets = np.zeros(len(docids) + 1, dtype=np.int64)
+        np.cumsum(np.concatenate(lengths), out=offsets[1:])
+        dtype = term_dtype(identity["vocab_size"])
+        manifest = {"format": STORE_FORMAT, **self.settings, "documents": len(docids), "terms": int(offsets[-1]),
+                    "term_dtype": dtype.name, "embedding_dtype": "float16", **(summary or {})}
+        building = self.store.with_name(self.store.name + ".building")
+        shutil.rmtree(building, ignore_errors=True)
+        building.mkdir(parents=True)
+        np.concatenate(terms).astype(dtype).tofile(building / TERMS_FILE)
+        np.concatenate(embeddings).astype(np.float16).tofile(building / EMBEDDINGS_FILE)
+        np.save(building / OFFSETS_FILE, offsets)
+        atomic_write(building / DOCIDS_FILE, (f"{docid}\n" for docid in docids))
+        atomic_write(building / META_FILE, [json.dumps(manifest, indent=2, sort_keys=True) + "\n"])
+        os.replace(building, self.store)
+        shutil.rmtree(self.partial, ignore_errors=True)
+        return manifest
+
+
+class SparseEmbedStore:
+    """A store opened for reading; every file is checked against the manifest before use."""
+
+    def __init__(self, store_dir: str):
+        self.path = Path(store_dir)
+        meta_file = self.path / META_FILE
+        if not meta_file.is_file():
+            raise InputError(f"{store_dir}: not a SparseEmbed store (no {META_FILE}; build one with "
+                             f"`python -m lsr_pyserini.encode corpus --encoder sparseembed --dense-store STORE`)")
+        try:
+            self.meta = json.loads(meta_file.read_text())
+        except json.JSONDecodeError as err:
+            raise InputError(f"{meta_file}: malformed JSON ({err.msg})") from None
+        if self.meta.get("format") != STORE_FORMAT:
+            raise InputError(f"{meta_file}: unknown store format {self.meta.get('format')!r}")
+        self.identity = self.meta["identity"]
+        self.dim = int(self.identity["dim"])
+        documents, terms = int(self.meta["documents"]), int(self.meta["terms"])
+        dtype = np.dtype(self.meta["term_dtype"])
+        expected = {TERMS_FILE: terms * dtype.itemsize, EMBEDDINGS_FILE: terms * self.dim * 2}
+        for name, size in expected.items():
+            actual = (self.path / name).stat().st_size if (self.path / name).is_file() else None
+            if actual != size:
+                raise InputError(f"{self.path / name}: store file is truncated or damaged ({actual} bytes, "
+                                 f"the manifest says {size}): encode the corpus again")
+        try:
+            self.offsets = np.load(self.path / OFFSETS_FILE)
+        except (OSError, ValueError) as err:
+            raise InputError(f"{self.path / OFFSETS_FILE}: store file is truncated or damaged ({err})") from None
+        self.docids = (self.path / DOCIDS_FILE).read_text(encoding="utf-8").splitlines()
+        if len(self.docids) != documents or self.offsets.shape != (documents + 1,) or self.offsets[-1] != terms:
+            raise InputError(f"{self.path}: store file is truncated or damaged ({len(self.docids)} document ids "
+                             f"and {len(self.offsets) - 1} offsets for {documents} documents)")
+        self.row = {docid: i for i, docid in enumerate(self.docids)}
+        self.terms = np.memmap(self.path / TERMS_FILE, dtype=dtype, mode="r", shape=(terms,)) if terms else \
+            np.zeros(0, dtype)
+        self.embeddings = np.memmap(self.path / EMBEDDINGS_FILE, dtype=np.float16, mode="r",
+                                    shape=(terms, self.dim)) if terms else np.zeros((0, self.dim), np.float16)
+
+    def check_model(self, identity: dict) -> None:
+        """Refuse queries from another model or another H' than the documents'."""
+        mine = self.identity
+        if identity["dim"] != mine["dim"]:
+            raise InputError(f"{self.path}: store holds {mine['dim']}-dimensional term embeddings, the query "
+                             f"model {identity['model']!r} makes {identity['dim']}-dimensional ones")
+        if identity["fingerprint"] != mine["fingerprint"]:
+            raise InputError(f"{self.path}: store was encoded by model {mine['model']!r} (fingerprint "
+                             f"{mine['fingerprint']}), not by the query model {identity['model']!r} "
+                             f"(fingerprint {identity['fingerprint']})")
+
+    def missing(self, docids) -> list[str]:
+        return [d for d in docids if d not in self.row]
+
+    def scores(self, query_terms: np.ndarray, query_embeddings: np.ndarray, docids: list[str]) -> np.ndarray:
+        """Per document: sum over its terms that the query activated of e^Q . e^D (float32)."""
+        rows = np.fromiter((self.row[d] for d in docids), dtype=np.int64, count=len(docids))
+        starts, ends = self.offsets[rows], self.offsets[rows + 1]
+        lengths = ends - starts
+        owner = np.repeat(np.arange(len(rows)), lengths)
+        # positions starts[r] .. ends[r]-1 of every candidate, concatenated
+        positions = np.arange(lengths.sum()) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+        lookup = np.full(int(self.identity["vocab_size"]), -1, dtype=np.int64)
+        lookup[query_terms] = np.arange(len(query_terms))
+        slot = lookup[self.terms[positions]]
+        hit = slot >= 0
+        document_vectors = self.embeddings[positions[hit]].astype(np.float32)
+        contributions = np.einsum("th,th->t", document_vectors, query_embeddings[slot[hit]])
+        return np.bincount(owner[hit], weights=contributions, minlength=len(rows)).astype(np.float32)
+
+    def document_frequencies(self) -> dict[str, int]:
+        """{term: documents that activated it}, terms named by the store's model's tokenizer."""
+        from .encoders.base import load_tokenizer
+        from .presets import resolve_model
+
+        counts = np.bincount(np.asarray(self.terms, dtype=np.int64), minlength=int(self.identity["vocab_size"]))
+        tokens = load_tokenizer(resolve_model(self.identity["model"])).convert_ids_to_tokens(list(range(len(counts))))
+        return {token: int(n) for token, n in zip(tokens, counts) if n}
+
+    def size_bytes(self) -> int:
+        return sum(f.stat().st_size for f in self.path.iterdir() if f.is_file())

@@ -1,0 +1,90 @@
+"""SparseEmbed training: MarginMSE on the embedding score plus lambda_w (0.1) x MarginMSE on the
+sparse score against a teacher, plus FLOPS regularisers on both sides with a quadratic warm-up.
+Without --teacher the labels alone train it: the contrastive loss (in-batch + hard negatives) on
+both scores, with the same weights."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from ..encoders.sparseembed import DIMENSIONS, HEADS_FILE, SparseEmbedModel, embedding_scores
+from ..presets import resolve_model
+from . import register
+from .data import Batch
+from .losses import contrastive_loss, flops, margin_mse, quadratic_warmup
+
+DEFAULT_DIM = 32
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dim", type=int, choices=DIMENSIONS,
+                        help=f"H', the term embeddings' dimension (default: the base's heads', else {DEFAULT_DIM})")
+    parser.add_argument("--doc-max-length", type=int, default=256, help="document tokens (default: 256)")
+    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
+    parser.add_argument("--doc-top-k", type=int, default=256, help="activated terms per document (default: 256)")
+    parser.add_argument("--query-top-k", type=int, default=64, help="activated terms per query (default: 64)")
+    parser.add_argument("--head-lr", type=float, default=1e-3,
+                        help="learning rate of the new embedding heads (default: 1e-3; --lr is the encoder's)")
+    parser.add_argument("--lambda-w", type=float, default=0.1,
+                        help="weight of the sparse score's loss against the embedding score's (default: 0.1)")
+    parser.add_argument("--lambda-d", type=float, default=1e-3, help="FLOPS weight, documents (default: 1e-3)")
+    parser.add_argument("--lambda-q", type=float, default=1e-3, help="FLOPS weight, queries (default: 1e-3)")
+    parser.add_argument("--flops-warmup-steps", type=int, default=100,
+                        help="steps of quadratic warm-up of the FLOPS weights (default: 100)")
+
+
+def top_k_vectors(weights: torch.Tensor, ids: torch.Tensor, vocabulary: int) -> torch.Tensor:
+    """The top-k sparse vectors as B x |V| (zero outside each text's chosen terms), for FLOPS."""
+    return torch.zeros(weights.shape[0], vocabulary).scatter(1, ids, weights)
+
+
+class SparseEmbedFamily(torch.nn.Module):
+    def __init__(self, base: str, args):
+        super().__init__()
+        path = resolve_model(base)
+        dim = args.dim or (None if (Path(path) / HEADS_FILE).is_file() else DEFAULT_DIM)
+        self.model = SparseEmbedModel(path, dim=dim, seed=args.seed)
+        self.args = args
+
+    def loss(self, batch: Batch, step: int):
+        a = self.args
+        q_weights, q_ids, q_active, q_emb = self.model.represent(batch.queries, "queries", a.query_max_length, a.query_top_k)
+        d_weights, d_ids, d_active, d_emb = self.model.represent(batch.documents, "documents", a.doc_max_length, a.doc_top_k)
+        dense = embedding_scores(q_ids, q_emb, d_ids, d_emb)
+        sparse = embedding_scores(q_ids, q_weights.unsqueeze(-1), d_ids, d_weights.unsqueeze(-1))  # w^Q . w^D
+        if batch.teacher is not None:
+            teacher = torch.tensor(batch.teacher)
+            main = margin_mse(dense, teacher, batch.group_size)
+            auxiliary = margin_mse(sparse, teacher, batch.group_size)
+        else:
+            main = contrastive_loss(dense, batch.group_size)
+            auxiliary = contrastive_loss(sparse, batch.group_size)
+        lambda_d = quadratic_warmup(a.lambda_d, step, a.flops_warmup_steps)
+        lambda_q = quadratic_warmup(a.lambda_q, step, a.flops_warmup_steps)
+        terms = self.model.terms
+        loss = (main + a.lambda_w * auxiliary + lambda_d * flops(top_k_vectors(d_weights, d_ids, terms))
+                + lambda_q * flops(top_k_vectors(q_weights, q_ids, terms)))
+        logs = {"emb": float(main.detach()), "sparse": float(auxiliary.detach()),
+                "doc_terms": float(d_active.sum(1).float().mean())}
+        return loss, logs
+
+    def parameter_groups(self, lr: float) -> list[dict]:
+        """The encoder at --lr, the freshly initialised heads at --head-lr."""
+        heads = list(self.model.heads.parameters())
+        body = [p for p in self.model.parameters() if all(p is not h for h in heads)]
+        return [{"params": body, "lr": lr}, {"params": heads, "lr": self.args.head_lr}]
+
+    def save(self, folder) -> None:
+        self.model.save(folder)
+
+
+@register("sparseembed")
+def build(base: str, args) -> SparseEmbedFamily:
+    """SparseEmbed: SPLADE terms with contextual term embeddings (MarginMSE or contrastive + FLOPS)."""
+    return SparseEmbedFamily(base, args)
+
+
+build.add_arguments = add_arguments
+build.default_base = "splade-tiny"

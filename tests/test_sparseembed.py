@@ -1,0 +1,192 @@
+"""SparseEmbed on tiny random MLMs: the representation and score against direct computations,
+training through the shared path, the store's round trip, re-ranking, and every refusal."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import build_tiny_bert, run_tool
+from lsr_pyserini.data import InputError, read_corpus
+from lsr_pyserini.encoders.sparseembed import SparseEmbedEncoder, SparseEmbedModel, embedding_scores
+from test_train import CORPUS, QRELS, QUERIES, negatives  # noqa: F401  (fixture: every sample document per query)
+
+
+def train(base, out, negatives, *extra):
+    return run_tool("train", "sparseembed", "--base", base, "--queries", QUERIES, "--qrels", QRELS,
+                    "--corpus", CORPUS, "--negatives", negatives, "--output", out, "--batch-size", "2",
+                    "--threads", "1", "--quiet", "--doc-max-length", "48", *extra)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, negatives) -> Path:
+    base = build_tiny_bert(tmp_path_factory.mktemp("base"))
+    out = tmp_path_factory.mktemp("sparseembed") / "model"
+    result = train(base, out, negatives, "--dim", "16", "--max-steps", "3")
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def encode_store(model, folder: Path, *extra) -> Path:
+    result = run_tool("encode", "corpus", "--encoder", "sparseembed", "--model", model, "--input", CORPUS,
+                      "--output", folder / "vectors", "--dense-store", folder / "store", "--max-length", "48",
+                      "--quiet", *extra)
+    assert result.returncode == 0, result.stderr
+    return folder / "store"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, trained) -> Path:
+    return encode_store(trained, tmp_path_factory.mktemp("encoded"))
+
+
+def test_representation_matches_the_definition(tiny_mlm):
+    model = SparseEmbedModel(str(tiny_mlm), dim=16).eval()
+    texts = ["vitamin d and bone health", "a longer text about sparse retrieval with learned weights"]
+    with torch.no_grad():
+        weights, ids, active, embeddings = model.represent(texts, "documents", 32, top_k=5)
+        encoded = model.tokenizer(texts, padding=True, truncation=True, max_length=32, return_tensors="pt")
+        from transformers import AutoModelForMaskedLM  # the same weights, without the model's hooks
+
+        out = AutoModelForMaskedLM.from_pretrained(tiny_mlm).eval()(**encoded, output_hidden_states=True)
+        for row in range(2):
+            length = int(encoded["attention_mask"][row].sum())
+            logits = out.logits[row, :length, :model.terms]  # L x V
+            expected = torch.log1p(torch.relu(logits.max(0).values))
+            top = torch.topk(expected, 5)
+            assert set(ids[row].tolist()) == set(top.indices.tolist()) and bool(active[row].all())
+            assert torch.allclose(weights[row], expected[ids[row]], atol=1e-5)
+            term = int(ids[row, 0])
+            attention = torch.softmax(logits[:, term], dim=0)  # over this text's positions only
+            context = attention @ out.hidden_states[-1][row, :length]
+            head = model.heads["documents"]
+            assert torch.allclose(embeddings[row, 0], torch.relu(head(context)), atol=1e-5)
+        assert embeddings.shape == (2, 5, 16)
+        query_side = model.represent(texts, "queries", 32, top_k=5)[3]
+        assert not torch.allclose(query_side, embeddings)  # separate heads
+
+
+def test_embedding_score_sums_shared_terms_only():
+    torch.manual_seed(0)
+    q_ids, d_ids = torch.tensor([[3, 7, 9]]), torch.tensor([[7, 1, 3, 4], [2, 5, 6, 8]])
+    q_emb, d_emb = torch.rand(1, 3, 4), torch.rand(2, 4, 4)
+    scores = embedding_scores(q_ids, q_emb, d_ids, d_emb)
+    expected = q_emb[0, 0] @ d_emb[0, 2] + q_emb[0, 1] @ d_emb[0, 0]
+    assert torch.isclose(scores[0, 0], expected) and scores[0, 1] == 0
+
+
+def test_training_saves_heads_and_refuses_another_dimension(trained, tmp_path, negatives):
+    assert json.loads((trained / "lsr_family.json").read_text()) == {"family": "sparseembed", "dim": 16}
+    summary = json.loads((trained / "lsr_training.json").read_text())
+    assert summary["steps"] == 3 and {"emb", "sparse", "doc_terms"} <= set(summary["final"])
+    assert SparseEmbedModel(str(trained)).dim == 16
+    with pytest.raises(InputError, match="dimension 16, not 32"):
+        SparseEmbedModel(str(trained), dim=32)
+    from lsr_pyserini.train.data import read_teacher
+
+    teacher = read_teacher(str(negatives))  # a TREC run (e.g. a re-ranker's output) is a teacher too
+    assert teacher["q1"]["s3"] == 17.0 and len(teacher["q1"]) == 12
+    result = train(trained, tmp_path / "distilled", negatives, "--teacher", negatives, "--max-steps", "2")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "distilled" / "lsr_training.json").read_text())["teacher"] == str(negatives)
+
+
+def test_a_base_without_heads_cannot_encode(tiny_mlm):
+    with pytest.raises(InputError, match="has no SparseEmbed heads"):
+        SparseEmbedEncoder(str(tiny_mlm))
+
+
+def test_store_round_trip_and_scores_equal_a_direct_computation(trained, store):
+    from lsr_pyserini.sparseembed_store import SparseEmbedStore
+
+    opened = SparseEmbedStore(str(store))
+    encoder = SparseEmbedEncoder(str(trained), doc_max_length=48)
+    documents = list(read_corpus(str(CORPUS)))
+    direct = encoder.terms_and_embeddings([d.text for d in documents], "documents")
+    for doc, (vector, ids, embeddings) in zip(documents, direct):
+        row = opened.row[doc.id]
+        start, end = opened.offsets[row], opened.offsets[row + 1]
+        assert np.array_equal(opened.terms[start:end], ids)
+        assert np.allclose(opened.embeddings[start:end].astype(np.float32), embeddings, atol=2e-3, rtol=2e-3)
+        assert len(vector) == len(ids) <= 256
+    _, q_ids, q_emb = encoder.terms_and_embeddings(["vitamin d bone fractures"], "queries")[0]
+    docids = opened.docids[::-1]
+    scores = opened.scores(q_ids, q_emb, docids)
+    for docid, score in zip(docids, scores):
+        _, d_ids, d_emb = direct[[d.id for d in documents].index(docid)]
+        shared = {t: i for i, t in enumerate(d_ids.tolist())}
+        expected = sum(float(q_emb[i] @ d_emb[shared[t]]) for i, t in enumerate(q_ids.tolist()) if t in shared)
+        assert score == pytest.approx(expected, rel=5e-3, abs=5e-3)
+    assert (scores > 0).any()
+
+
+def test_rerank_cli_orders_by_the_embedding_score(trained, store, negatives, tmp_path):
+    output = tmp_path / "run2.txt"
+    result = run_tool("rerank", "--reranker", "sparseembed", "--run", negatives, "--queries", QUERIES,
+                      "--store", store, "--output", output)
+    assert result.returncode == 0, result.stderr
+    lines = [line.split() for line in output.read_text().splitlines()]
+    from lsr_pyserini.sparseembed_store import SparseEmbedStore
+
+    opened = SparseEmbedStore(str(store))
+    encoder = SparseEmbedEncoder(str(trained))
+    text = dict(line.split("\t", 1) for line in QUERIES.read_text().splitlines())
+    qid = lines[0][0]
+    _, q_ids, q_emb = encoder.terms_and_embeddings([text[qid]], "queries")[0]
+    mine = [(d, float(s)) for q, _, d, _, s, _ in lines if q == qid]
+    direct = dict(zip(opened.docids, opened.scores(q_ids, q_emb, opened.docids)))
+    assert [d for d, _ in mine] == sorted(direct, key=lambda d: -direct[d])
+
+
+def test_efficiency_figures(store, trained, tmp_path, capsys):
+    from lsr_pyserini import encode, evaluate
+
+    topics = tmp_path / "topics.tsv"
+    encode.main(["queries", "--encoder", "sparseembed", "--model", str(trained), "--input", str(QUERIES),
+                 "--output", str(topics), "--quiet"])
+    capsys.readouterr()
+    evaluate.main(["--store", str(store), "--queries", str(topics)])
+    figures = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
+    assert int(figures["dim"]) == 16 and float(figures["terms"]) > 0
+    assert float(figures["sparseembed_flops"]) == pytest.approx(16 * float(figures["terms"]), rel=1e-3)
+
+
+def rerank_refused(capsys, store, run, tmp_path, *extra):
+    """The rerank command in this process (as `python -m` runs it): exit 2, one error line, no output."""
+    from lsr_pyserini import rerank
+    from lsr_pyserini.cli import run_main
+
+    output = tmp_path / "refused.txt"
+    argv = ["--reranker", "sparseembed", "--run", str(run), "--queries", str(QUERIES), "--store", str(store),
+            "--output", str(output), *map(str, extra)]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        run_main(lambda: rerank.main(argv))
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert exit_.value.code == 2 and not output.exists() and len(errors) == 1
+    return errors[0]
+
+
+def test_refusals(trained, store, negatives, tmp_path, tiny_mlm, capsys):
+    run = tmp_path / "run.txt"
+    run.write_text(negatives.read_text() + "q1 Q0 ghost 13 1 bm25\n")
+    assert "document 'ghost' is not in the store" in rerank_refused(capsys, store, run, tmp_path)
+
+    other = tmp_path / "other"
+    SparseEmbedModel(str(tiny_mlm), dim=16, seed=7).save(other)
+    message = rerank_refused(capsys, store, negatives, tmp_path, "--model", other)
+    assert "store was encoded by model" in message and "fingerprint" in message
+
+    wide = tmp_path / "wide"
+    SparseEmbedModel(str(tiny_mlm), dim=32).save(wide)
+    assert "16-dimensional term embeddings" in rerank_refused(capsys, store, negatives, tmp_path, "--model", wide)
+
+    truncated = tmp_path / "truncated"
+    import shutil
+
+    shutil.copytree(store, truncated)
+    embeddings = truncated / "embeddings.bin"
+    embeddings.write_bytes(embeddings.read_bytes()[:-100])
+    assert "truncated" in rerank_refused(capsys, truncated, negatives, tmp_path)
+    assert "not a SparseEmbed store" in rerank_refused(capsys, tmp_path, negatives, tmp_path)
