@@ -10,8 +10,12 @@ from typing import Callable
 FAMILIES: dict[str, Callable] = {}
 
 
-def register(family: str):
+def register(family: str, add_arguments: Callable, default_base: str = "splade-tiny"):
+    """Register a family's builder with its command-line options and the checkpoint it starts from
+    by default (read by `__main__.py` as `builder.add_arguments` and `builder.default_base`)."""
     def decorator(builder):
+        builder.add_arguments = add_arguments
+        builder.default_base = default_base
         FAMILIES[family] = builder
         return builder
 

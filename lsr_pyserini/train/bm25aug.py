@@ -93,11 +93,8 @@ class BM25AugFamily(torch.nn.Module):
                         uniform_penalty=self.args.uniform_penalty, lambda_aug=self.args.lambda_aug)
 
 
-@register("bm25aug")
+@register("bm25aug", add_arguments)
 def build(base: str, args) -> BM25AugFamily:
     """BM25 query augmentation: a BERT-family encoder re-weights and augments BM25 queries."""
     return BM25AugFamily(base, args)
 
-
-build.add_arguments = add_arguments
-build.default_base = "splade-tiny"

@@ -37,6 +37,17 @@ def margin_mse(scores: torch.Tensor, teacher: torch.Tensor, group_size: int) -> 
     return F.mse_loss(own[:, :1] - own[:, 1:], teacher[:, :1] - teacher[:, 1:])
 
 
+def with_margin_mse(loss: torch.Tensor, logs: dict, scores: torch.Tensor, teacher, group_size: int,
+                    weight: float) -> torch.Tensor:
+    """``loss`` plus ``weight`` x MarginMSE against the batch's teacher scores (logged as 'mse'),
+    or ``loss`` unchanged when the batch has no teacher."""
+    if teacher is None:
+        return loss
+    distil = margin_mse(scores, torch.tensor(teacher), group_size)
+    logs["mse"] = float(distil.detach())
+    return loss + weight * distil
+
+
 def flops(representations: torch.Tensor) -> torch.Tensor:
     """SPLADE's FLOPS regulariser: sum over terms of the squared mean activation in the batch."""
     return torch.sum(torch.mean(torch.abs(representations), dim=0) ** 2)

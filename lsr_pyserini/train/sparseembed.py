@@ -80,11 +80,8 @@ class SparseEmbedFamily(torch.nn.Module):
         self.model.save(folder)
 
 
-@register("sparseembed")
+@register("sparseembed", add_arguments)
 def build(base: str, args) -> SparseEmbedFamily:
     """SparseEmbed: SPLADE terms with contextual term embeddings (MarginMSE or contrastive + FLOPS)."""
     return SparseEmbedFamily(base, args)
 
-
-build.add_arguments = add_arguments
-build.default_base = "splade-tiny"

@@ -11,7 +11,7 @@ from ..encoders.splade import VOCAB_SLICE, load_masked_lm, run_to_head
 from ..presets import resolve_model
 from . import register
 from .data import Batch
-from .losses import contrastive_loss, flops, margin_mse, quadratic_warmup
+from .losses import contrastive_loss, flops, quadratic_warmup, with_margin_mse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,11 +71,7 @@ class SpladeFamily(torch.nn.Module):
         scores = queries @ documents.T
         ranking = contrastive_loss(scores, batch.group_size)
         logs = {"rank": float(ranking.detach())}
-        loss = ranking
-        if batch.teacher is not None:
-            distil = margin_mse(scores, torch.tensor(batch.teacher), batch.group_size)
-            loss = loss + self.args.margin_mse_weight * distil
-            logs["mse"] = float(distil.detach())
+        loss = with_margin_mse(ranking, logs, scores, batch.teacher, batch.group_size, self.args.margin_mse_weight)
         lambda_d = quadratic_warmup(self.args.lambda_d, step, self.args.flops_warmup_steps)
         lambda_q = quadratic_warmup(self.args.lambda_q, step, self.args.flops_warmup_steps)
         loss = loss + lambda_d * flops(documents) + lambda_q * flops(queries)
@@ -88,11 +84,8 @@ class SpladeFamily(torch.nn.Module):
         write_family(folder, "splade", pooling="max")
 
 
-@register("splade")
+@register("splade", add_arguments)
 def build(base: str, args) -> SpladeFamily:
     """SPLADE: fine-tune a masked-LM SPLADE checkpoint (contrastive + FLOPS, optional MarginMSE)."""
     return SpladeFamily(base, args)
 
-
-build.add_arguments = add_arguments
-build.default_base = "splade-tiny"

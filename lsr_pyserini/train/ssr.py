@@ -117,11 +117,8 @@ class SSRFamily(torch.nn.Module):
         SSRModel(self.ssr.backbone, self.token_sae, self.cls_sae, self.ssr.settings, training).save(folder)
 
 
-@register("ssr")
+@register("ssr", add_arguments, default_base="")  # no default: an SSR model folder from `ssr fit` is required
 def build(base: str | None, args) -> SSRFamily:
     """SSR: fine-tune the token and [CLS] SAEs of an SSR model (contrastive on code late interaction)."""
     return SSRFamily(base, args)
 
-
-build.add_arguments = add_arguments
-build.default_base = ""  # no default: an SSR model folder from `ssr fit` is required

@@ -83,11 +83,8 @@ class TildeFamily(torch.nn.Module):
         write_family(folder, "tilde")
 
 
-@register("tilde")
+@register("tilde", add_arguments)
 def build(base: str, args) -> TildeFamily:
     """TILDE: BERT masked-LM token likelihoods, trained with BiQDL (for expansion and TILDE-QL)."""
     return TildeFamily(base, args)
 
-
-build.add_arguments = add_arguments
-build.default_base = "splade-tiny"

@@ -12,7 +12,7 @@ from ..encoders.tildev2 import TildeV2Model
 from ..presets import resolve_model
 from . import register
 from .data import Batch
-from .losses import contrastive_loss, margin_mse
+from .losses import contrastive_loss, with_margin_mse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,11 +53,7 @@ class TildeV2Family(torch.nn.Module):
                                     docs["input_ids"], weights)
         loss = contrastive_loss(scores, batch.group_size, in_batch=not self.args.no_in_batch)
         logs = {"rank": float(loss.detach()), "doc_nnz": float((weights > 0).sum(1).float().mean())}
-        if batch.teacher is not None:
-            distil = margin_mse(scores, torch.tensor(batch.teacher), batch.group_size)
-            loss = loss + self.args.margin_mse_weight * distil
-            logs["mse"] = float(distil.detach())
-        return loss, logs
+        return with_margin_mse(loss, logs, scores, batch.teacher, batch.group_size, self.args.margin_mse_weight), logs
 
     def save(self, folder) -> None:
         self.model.save(folder)
@@ -65,11 +61,8 @@ class TildeV2Family(torch.nn.Module):
         write_family(folder, "tildev2")
 
 
-@register("tildev2")
+@register("tildev2", add_arguments)
 def build(base: str, args) -> TildeV2Family:
     """TILDEv2: BERT + ReLU linear head, one weight per passage token; tokenizer-only queries."""
     return TildeV2Family(base, args)
 
-
-build.add_arguments = add_arguments
-build.default_base = "splade-tiny"
