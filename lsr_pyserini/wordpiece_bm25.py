@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from .data import InputError
+from .data import InputError, read_corpus
 
 TOKENIZER_RECORD = "lsr_tokenizer.json"
 PROBE_TEXT = "Héllo WORLD: naïve co-operation, 3.5mg/kg IL-6 ÅNGSTRÖM"
@@ -141,3 +142,34 @@ class BM25Statistics:
 def bm25_check(k1: float, b: float) -> None:
     if not (k1 >= 0 and math.isfinite(k1)) or not 0 <= b <= 1:
         raise InputError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+
+
+class CorpusVectors:
+    """Each document's BM25 vector v * f(d) (or its binary bag of words), as sparse id/value rows,
+    over the tokenizer's pieces of the whole (untruncated) text."""
+
+    def __init__(self, corpus: str, tokenizer, k1: float, b: float, bm25: bool, batch: int = 256):
+        docids, token_ids = [], []
+        vocab = tokenizer.get_vocab()
+        texts = []
+        for doc in read_corpus(corpus):
+            docids.append(doc.id)
+            texts.append(doc.text)
+        for start in range(0, len(texts), batch):
+            for tokens in pretokenize(tokenizer, texts[start:start + batch]):
+                token_ids.append([vocab[t] for t in tokens])
+        self.vocab_size = len(tokenizer)
+        self.statistics = BM25Statistics.from_token_ids(token_ids, self.vocab_size)
+        idf = self.statistics.idf()
+        self.rows: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        for docid, ids in zip(docids, token_ids):
+            tokens, tf_part = self.statistics.tf_part(ids, k1, b)
+            values = idf[tokens] * tf_part if bm25 else np.ones(len(tokens))
+            self.rows[docid] = (torch.from_numpy(tokens), torch.from_numpy(values).float())
+
+    def matrix(self, docids: list[str]) -> torch.Tensor:
+        dense = torch.zeros(len(docids), self.vocab_size)
+        for row, docid in enumerate(docids):
+            tokens, values = self.rows[docid]
+            dense[row, tokens] = values
+        return dense

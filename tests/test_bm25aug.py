@@ -70,7 +70,7 @@ def test_lucene_scores_equal_the_model_formula(tmp_path, capsys, tiny_body, word
     """Also shows that n repetitions of a term in a --pretokenized --bm25 query give it boost n."""
     from lsr_pyserini.data import read_queries
     from lsr_pyserini.encoders.bm25aug import QueryAugmenter
-    from lsr_pyserini.train.bm25aug import CorpusVectors
+    from lsr_pyserini.wordpiece_bm25 import CorpusVectors
 
     topics = tmp_path / "queries.tsv"
     assert command(capsys, "queries", "--model", random_heads_model, "--index", wordpiece_index,

@@ -201,11 +201,61 @@ def test_tilde_biqdl_expansion_and_tildev2(tiny_mlm, negatives, tmp_path):
     teacher.write_text("".join(f"{q} s{d} {20 - d}\n" for q in (l.split("\t")[0] for l in QUERIES.read_text().splitlines())
                                for d in range(1, 13)))
     result = train_cli("tildev2", tiny_mlm, tmp_path / "t2", negatives, "--max-steps", "2",
-                       "--group-size", "3", "--doc-max-length", "48", "--teacher", teacher)
+                       "--group-size", "3", "--doc-max-length", "48", "--teacher", teacher, "--bm25-prior-weight", "1",
+                       "--bm25-init", "4")
     assert result.returncode == 0, result.stderr
-    assert "mse" in json.loads((tmp_path / "t2" / "lsr_training.json").read_text())["final"]
+    final = json.loads((tmp_path / "t2" / "lsr_training.json").read_text())["final"]
+    assert "mse" in final and final["prior"] > 0 and "head fitted to the BM25 weights of 4 passages" in result.stderr
     wrong = train_cli("tildev2", tmp_path / "tilde", tmp_path / "t3", negatives, "--max-steps", "1")
     assert wrong.returncode == 2 and "trained as a 'tilde' model, not 'tildev2'" in error_lines(wrong)[0]
+
+
+def test_tildev2_with_bm25_prior_weights_scores_exactly_wordpiece_bm25(tiny_mlm):
+    from transformers import AutoTokenizer
+
+    from lsr_pyserini.train.tildev2 import bm25_prior, exact_match_scores
+    from lsr_pyserini.wordpiece_bm25 import CorpusVectors
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_mlm)
+    vectors = CorpusVectors(str(CORPUS), tokenizer, 0.9, 0.4, bm25=True)
+    texts = {d["_id"]: f"{d['title']} {d['text']}" for d in map(json.loads, CORPUS.read_text().splitlines())}
+    docids = sorted(texts)[:5]
+    docs = tokenizer([texts[d] for d in docids], padding=True, return_tensors="pt")
+    keep = docs["attention_mask"].bool() & ~torch.isin(docs["input_ids"], torch.tensor(tokenizer.all_special_ids))
+    bm25 = vectors.matrix(docids)
+    weights = bm25.gather(1, docs["input_ids"]) * keep  # each passage token weighted as BM25 weighs it
+    assert bm25_prior(weights, docs["input_ids"], keep, bm25) == 0
+    assert torch.isclose(bm25_prior(weights + 0.5 * keep, docs["input_ids"], keep, bm25), torch.tensor(0.25))
+    query = tokenizer(["calcium vitamin d vitamin absorption"], add_special_tokens=False, return_tensors="pt")
+    counts = torch.zeros(bm25.shape[1]).index_add_(0, query["input_ids"][0], torch.ones(query["input_ids"].shape[1]))
+    scores = exact_match_scores(query["input_ids"], query["attention_mask"].float(), docs["input_ids"], weights)
+    assert (scores > 0).any() and torch.allclose(scores, (counts @ bm25.T)[None])
+
+
+def test_tildev2_head_fitted_to_bm25_by_least_squares(tiny_mlm):
+    from transformers import AutoTokenizer
+
+    from lsr_pyserini.encoders.tildev2 import TildeV2Model
+    from lsr_pyserini.train.tildev2 import fit_head_to_bm25
+    from lsr_pyserini.wordpiece_bm25 import CorpusVectors
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_mlm)
+    model = TildeV2Model.from_pretrained(str(tiny_mlm), require_head=False).eval()  # no dropout when comparing
+    bm25 = CorpusVectors(str(CORPUS), tokenizer, 0.9, 0.4, bm25=True)
+    passages = [(d["_id"], f"{d['title']} {d['text']}") for d in map(json.loads, CORPUS.read_text().splitlines())]
+    encoded = tokenizer([text for _, text in passages], padding=True, return_tensors="pt")
+    keep = encoded["attention_mask"].bool() & ~torch.isin(encoded["input_ids"], torch.tensor(tokenizer.all_special_ids))
+    target = bm25.matrix([docid for docid, _ in passages]).gather(1, encoded["input_ids"])[keep]
+
+    def linear_error():
+        with torch.no_grad():
+            return float(((model.tok_proj(model.bert(**encoded).last_hidden_state).squeeze(-1)[keep] - target) ** 2).mean())
+
+    before = linear_error()
+    r2 = fit_head_to_bm25(model, tokenizer, passages, bm25, max_length=512, batch_size=3)
+    after = linear_error()
+    assert after < before and 0 < r2 < 1
+    assert abs(r2 - (1 - after / float(target.var(unbiased=False)))) < 1e-3
 
 
 def test_exact_match_scores_and_tildev2_vectors(tiny_mlm, tmp_path):

@@ -13,10 +13,10 @@ import argparse
 import numpy as np
 import torch
 
-from ..data import InputError, read_corpus
+from ..data import InputError
 from ..encoders.bm25aug import QueryAugmenter
 from ..presets import resolve_model
-from ..wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, BM25Statistics, bm25_check, pretokenize
+from ..wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, CorpusVectors, bm25_check
 from . import register
 from .data import Batch
 from .losses import contrastive_loss
@@ -34,36 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ablation: bag-of-words scoring (f(d) = 1 for present tokens, v = 1); "
                              "serve on a `bm25aug index --scoring bow` index")
     parser.add_argument("--uniform-penalty", action="store_true", help="ablation: penalty sum_t a(q)_t (h_t = 1)")
-
-
-class CorpusVectors:
-    """Each document's BM25 vector v * f(d) (or its binary bag of words), as sparse id/value rows."""
-
-    def __init__(self, corpus: str, tokenizer, k1: float, b: float, bm25: bool, batch: int = 256):
-        docids, token_ids = [], []
-        vocab = tokenizer.get_vocab()
-        texts = []
-        for doc in read_corpus(corpus):
-            docids.append(doc.id)
-            texts.append(doc.text)
-        for start in range(0, len(texts), batch):
-            for tokens in pretokenize(tokenizer, texts[start:start + batch]):
-                token_ids.append([vocab[t] for t in tokens])
-        self.vocab_size = len(tokenizer)
-        self.statistics = BM25Statistics.from_token_ids(token_ids, self.vocab_size)
-        idf = self.statistics.idf()
-        self.rows: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        for docid, ids in zip(docids, token_ids):
-            tokens, tf_part = self.statistics.tf_part(ids, k1, b)
-            values = idf[tokens] * tf_part if bm25 else np.ones(len(tokens))
-            self.rows[docid] = (torch.from_numpy(tokens), torch.from_numpy(values).float())
-
-    def matrix(self, docids: list[str]) -> torch.Tensor:
-        dense = torch.zeros(len(docids), self.vocab_size)
-        for row, docid in enumerate(docids):
-            tokens, values = self.rows[docid]
-            dense[row, tokens] = values
-        return dense
 
 
 class BM25AugFamily(torch.nn.Module):

@@ -1,15 +1,30 @@
 """TILDEv2 training: contrastive loss over exact-match scores (the positive against its group's
 BM25 hard negatives and, as the original code does, the other queries' documents in the batch),
-plus MarginMSE against a teacher's scores when `--teacher` is given."""
+plus MarginMSE against a teacher's scores when `--teacher` is given.
+
+`--bm25-prior-weight W` adds W x the mean squared difference between each passage token's weight
+and that token's BM25 weight in the passage (idf x saturated tf over the tokenizer's pieces of the
+training corpus, computed as Lucene does: `wordpiece_bm25`). With tokenizer-only queries TILDEv2
+scores sum_i w(d, q_i), so weights equal to BM25's make it score exactly WordPiece BM25: the prior
+anchors a small model, fine-tuned on a few hundred queries, to BM25's weighting (the IDF of a whole
+vocabulary, which the ranking losses alone teach slowly) while the ranking losses move it.
+`--bm25-init N` sets the head (`tok_proj`) to the least-squares fit of those BM25 weights
+on the base model's hidden states over the first N training passages, so training starts near
+BM25's ranking instead of from a random head.
+"""
 from __future__ import annotations
 
 import argparse
+import sys
+from itertools import islice
 
 import torch
 
+from ..data import InputError, read_corpus
 from ..encoders.base import load_tokenizer, write_family
 from ..encoders.tildev2 import TildeV2Model
 from ..presets import resolve_model
+from ..wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, CorpusVectors, bm25_check
 from . import register
 from .data import Batch
 from .losses import contrastive_loss, with_margin_mse
@@ -22,6 +37,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="score each query against its own group only (pure localised contrastive estimation)")
     parser.add_argument("--margin-mse-weight", type=float, default=1.0,
                         help="weight of MarginMSE when --teacher is given (default: 1)")
+    parser.add_argument("--bm25-prior-weight", type=float, default=0.0,
+                        help="weight of the squared distance of each passage token's weight to its BM25 weight "
+                             "(default: 0, off)")
+    parser.add_argument("--bm25-init", type=int, default=0, metavar="N",
+                        help="fit a fresh head to the BM25 weights of the first N training passages by least "
+                             "squares before training (default: 0, off)")
+    parser.add_argument("--k1", type=float, default=DEFAULT_K1, help=f"BM25 k1 of the prior (default: {DEFAULT_K1})")
+    parser.add_argument("--b", type=float, default=DEFAULT_B, help=f"BM25 b of the prior (default: {DEFAULT_B})")
 
 
 def exact_match_scores(query_ids: torch.Tensor, query_mask: torch.Tensor, doc_ids: torch.Tensor,
@@ -32,6 +55,47 @@ def exact_match_scores(query_ids: torch.Tensor, query_mask: torch.Tensor, doc_id
     return (best * query_mask[:, :, None]).sum(dim=1)
 
 
+def bm25_prior(weights: torch.Tensor, input_ids: torch.Tensor, keep: torch.Tensor,
+               bm25: torch.Tensor) -> torch.Tensor:
+    """Mean over kept positions of (weight - BM25 weight of the position's token in its passage)^2;
+    ``bm25`` is the batch's B x |V| matrix of the passages' BM25 vectors."""
+    target = bm25.gather(1, input_ids)
+    return ((weights - target) ** 2 * keep).sum() / keep.sum().clamp(min=1)
+
+
+@torch.no_grad()
+def fit_head_to_bm25(model: TildeV2Model, tokenizer, passages: list[tuple[str, str]], bm25: CorpusVectors,
+                     max_length: int, batch_size: int = 16, ridge: float = 1e-2) -> float:
+    """Set the head to the ridge least-squares fit of BM25 weights on the hidden states of the
+    (docid, text) passages' non-special tokens; returns the fit's R^2 on those positions."""
+    special = torch.tensor(tokenizer.all_special_ids)
+    size = model.tok_proj.in_features + 1
+    gram, moment = torch.zeros(size, size, dtype=torch.float64), torch.zeros(size, dtype=torch.float64)
+    count, total, total_sq = 0, 0.0, 0.0
+    was_training = model.training
+    model.eval()
+    for start in range(0, len(passages), batch_size):
+        chunk = passages[start:start + batch_size]
+        encoded = tokenizer([text for _, text in chunk], padding=True, truncation=True, max_length=max_length,
+                            return_tensors="pt")
+        keep = encoded["attention_mask"].bool() & ~torch.isin(encoded["input_ids"], special)
+        hidden = model.bert(**encoded).last_hidden_state[keep].double()
+        features = torch.cat([hidden, torch.ones(len(hidden), 1, dtype=hidden.dtype)], dim=1)
+        target = bm25.matrix([docid for docid, _ in chunk]).gather(1, encoded["input_ids"])[keep].double()
+        gram += features.T @ features
+        moment += features.T @ target
+        count, total, total_sq = count + len(target), total + float(target.sum()), total_sq + float((target ** 2).sum())
+    model.train(was_training)
+    if count == 0:
+        raise InputError("--bm25-init: the passages have no token to fit the head on")
+    solution = torch.linalg.solve(gram + ridge * torch.eye(size, dtype=gram.dtype), moment)
+    model.tok_proj.weight.copy_(solution[:-1].float()[None])
+    model.tok_proj.bias.copy_(solution[-1:].float())
+    residual = total_sq - 2 * float(solution @ moment) + float(solution @ gram @ solution)
+    variance = total_sq - total ** 2 / count
+    return 1.0 - residual / variance if variance > 0 else 0.0
+
+
 class TildeV2Family(torch.nn.Module):
     def __init__(self, base: str, args):
         super().__init__()
@@ -40,6 +104,14 @@ class TildeV2Family(torch.nn.Module):
         self.model = TildeV2Model.from_pretrained(path, require_head=False)
         self.special = torch.tensor(self.tokenizer.all_special_ids)
         self.args = args
+        self.bm25 = None
+        if args.bm25_prior_weight > 0 or args.bm25_init > 0:
+            bm25_check(args.k1, args.b)
+            self.bm25 = CorpusVectors(args.corpus, self.tokenizer, args.k1, args.b, bm25=True)
+        if args.bm25_init > 0:
+            passages = [(d.id, d.text) for d in islice(read_corpus(args.corpus), args.bm25_init)]
+            r2 = fit_head_to_bm25(self.model, self.tokenizer, passages, self.bm25, args.doc_max_length)
+            print(f"head fitted to the BM25 weights of {len(passages)} passages: R^2 {r2:.3f}", file=sys.stderr)
 
     def loss(self, batch: Batch, step: int):
         docs = self.tokenizer(batch.documents, padding=True, truncation=True,
@@ -53,6 +125,10 @@ class TildeV2Family(torch.nn.Module):
                                     docs["input_ids"], weights)
         loss = contrastive_loss(scores, batch.group_size, in_batch=not self.args.no_in_batch)
         logs = {"rank": float(loss.detach()), "doc_nnz": float((weights > 0).sum(1).float().mean())}
+        if self.args.bm25_prior_weight > 0:
+            prior = bm25_prior(weights, docs["input_ids"], doc_keep, self.bm25.matrix(batch.document_ids))
+            logs["prior"] = float(prior.detach())
+            loss = loss + self.args.bm25_prior_weight * prior
         return with_margin_mse(loss, logs, scores, batch.teacher, batch.group_size, self.args.margin_mse_weight), logs
 
     def save(self, folder) -> None:
@@ -65,4 +141,3 @@ class TildeV2Family(torch.nn.Module):
 def build(base: str, args) -> TildeV2Family:
     """TILDEv2: BERT + ReLU linear head, one weight per passage token; tokenizer-only queries."""
     return TildeV2Family(base, args)
-
