@@ -260,6 +260,24 @@ def test_training_score_is_the_code_late_interaction():
     assert torch.allclose(late_interaction((q_index, q_value), (d_index, d_value), latents), expected, atol=1e-5)
 
 
+def test_distillation_teacher_is_the_dense_maxsim_of_kept_tokens():
+    from lsr_pyserini.train.ssr import dense_maxsim
+
+    rng = np.random.default_rng(3)
+    queries, documents = torch.as_tensor(rng.normal(size=(2, 4, 6)), dtype=torch.float32), \
+        torch.as_tensor(rng.normal(size=(3, 5, 6)), dtype=torch.float32)
+    query_keep, doc_keep = torch.ones(2, 4, dtype=torch.bool), torch.ones(3, 5, dtype=torch.bool)
+    query_keep[1, 2:] = False
+    doc_keep[0, 1:] = False
+    doc_keep[2] = False  # a document without ordinary tokens scores 0
+    expected = torch.zeros(2, 3)
+    for b in range(2):
+        for d in range(2):
+            q, t = queries[b][query_keep[b]], documents[d][doc_keep[d]]
+            expected[b, d] = (q @ t.T).amax(1).sum()
+    assert torch.allclose(dense_maxsim(queries, query_keep, documents, doc_keep), expected, atol=1e-5)
+
+
 def test_supervised_fine_tuning_writes_a_usable_model(pipeline, first_stage, tmp_path):
     from lsr_pyserini.ssr.sae import SSRModel
 
@@ -270,8 +288,10 @@ def test_supervised_fine_tuning_writes_a_usable_model(pipeline, first_stage, tmp
     in_process("train", "ssr", "--base", pipeline / "model", "--tokens", pipeline / "tokens", "--queries",
                SAMPLE / "queries.test.tsv", "--qrels", SAMPLE / "qrels.test.trec", "--corpus", SAMPLE / "corpus.jsonl",
                "--negatives", first_stage, "--output", tmp_path / "ft-stored", "--batch-size", "2", "--max-steps", "1",
-               "--quiet")
-    assert SSRModel.load(str(tmp_path / "ft-stored")).training["supervised"]["tokens"] == str(pipeline / "tokens")
+               "--distill-weight", "1", "--quiet")
+    stored = SSRModel.load(str(tmp_path / "ft-stored")).training["supervised"]
+    assert stored["tokens"] == str(pipeline / "tokens") and stored["distill_weight"] == 1
+    assert "kl" in json.loads((tmp_path / "ft-stored" / "lsr_training.json").read_text())["final"]
     before, after = SSRModel.load(str(pipeline / "model")), SSRModel.load(str(tmp_path / "ft"))
     assert not torch.equal(before.token_sae.W_enc, after.token_sae.W_enc)
     assert torch.allclose(after.token_sae.W_dec.norm(dim=0), torch.ones(after.token_sae.latents), atol=1e-5)

@@ -8,7 +8,9 @@ only the two SAEs learn. Score of query q and document d:
 where z are the TopK codes (the gradient flows through the kept activations). Loss =
 contrastive (in-batch + hard negatives) on score_scale x score + reconstruction_weight x the
 normalised reconstruction error of the batch's token and pooled vectors, so the codes stay faithful
-to the embeddings. Decoder columns are set back to unit norm before every step and at saving.
+to the embeddings, + distill_weight x the KL divergence from the dense MaxSim of the backbone's token
+embeddings (the late interaction SSR approximates, computed on the batch: softmax over the batch's
+documents of MaxSim as the target distribution, of score_scale x SSR-tok as the student's). Decoder columns are set back to unit norm before every step and at saving.
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokens", metavar="STORE",
                         help="token store of the corpus (`ssr embed`, same backbone): documents' embeddings are read "
                              "from it instead of running the frozen backbone again (default: run the backbone)")
+    parser.add_argument("--distill-weight", type=float, default=0.0,
+                        help="weight of the KL divergence from the batch's dense MaxSim ranking (default: 0, off)")
     parser.add_argument("--train-cls-weight", type=float,
                         help="weight of the [CLS] code similarity in the trained score (default: the model's cls_weight)")
 
@@ -53,6 +57,13 @@ def late_interaction(query_codes, doc_codes, latents: int) -> torch.Tensor:
     gathered = dense_queries[:, :, d_index]                          # B x Lq x D x Ld x K
     similarities = (gathered * d_value).sum(-1)                      # B x Lq x D x Ld
     return similarities.amax(-1).sum(1)                              # B x D
+
+
+def dense_maxsim(queries, query_keep, documents, doc_keep) -> torch.Tensor:
+    """B x D matrix of sum_i max_t x_q,i . x_d,t over the kept (ordinary) tokens of both sides."""
+    similarities = torch.einsum("bid,ntd->bint", queries, documents)
+    similarities = similarities.masked_fill(~doc_keep[None, None], float("-inf")).amax(-1)
+    return similarities.masked_fill(~query_keep[:, :, None], 0.0).nan_to_num(0.0, neginf=0.0).sum(1)
 
 
 class SSRFamily(torch.nn.Module):
@@ -96,18 +107,26 @@ class SSRFamily(torch.nn.Module):
         cls_index, cls_value = self.cls_sae.encode(pooled)
         cls_dense = self.cls_sae.dense_codes(cls_index, cls_value)
         error = normalised_mse(tokens[keep], decoded)[0] + normalised_mse(pooled, self.cls_sae.decode(cls_index, cls_value))[0]
-        return (index, value), cls_dense, error
+        return (index, value), cls_dense, error, (tokens, keep)
 
     def loss(self, batch: Batch, step: int):
         self.token_sae.normalize_decoder()
         self.cls_sae.normalize_decoder()
-        query_codes, query_cls, query_error = self.side(batch.queries, "queries")
-        doc_codes, doc_cls, doc_error = self.side(batch.documents, "documents", batch.document_ids)
-        scores = late_interaction(query_codes, doc_codes, self.token_sae.latents) + self.cls_weight * query_cls @ doc_cls.T
+        query_codes, query_cls, query_error, query_dense = self.side(batch.queries, "queries")
+        doc_codes, doc_cls, doc_error, doc_dense = self.side(batch.documents, "documents", batch.document_ids)
+        token_scores = late_interaction(query_codes, doc_codes, self.token_sae.latents)
+        scores = token_scores + self.cls_weight * query_cls @ doc_cls.T
         ranking = contrastive_loss(self.args.score_scale * scores, batch.group_size)
         reconstruction = (query_error + doc_error) / 2
         loss = ranking + self.args.reconstruction_weight * reconstruction
-        return loss, {"rank": float(ranking.detach()), "nmse": float(reconstruction.detach())}
+        logs = {"rank": float(ranking.detach()), "nmse": float(reconstruction.detach())}
+        if self.args.distill_weight:
+            teacher = dense_maxsim(*query_dense, *doc_dense).log_softmax(-1)
+            student = (self.args.score_scale * token_scores).log_softmax(-1)
+            distill = torch.nn.functional.kl_div(student, teacher, log_target=True, reduction="batchmean")
+            loss = loss + self.args.distill_weight * distill
+            logs["kl"] = float(distill.detach())
+        return loss, logs
 
     def save(self, folder) -> None:
         self.token_sae.normalize_decoder()
