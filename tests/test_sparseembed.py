@@ -245,10 +245,12 @@ def test_frozen_encoder_caches_selections_and_trains_the_heads_only(trained, tmp
         assert torch.allclose(mine.float(), theirs.float(), atol=1e-5)
     assert torch.allclose(again[3], cached[3].flip(0), atol=1e-6)
 
-    out = tmp_path / "heads-only"
-    result = train(trained, out, negatives, "--freeze-encoder", "--teacher", negatives, "--contrastive-weight", "1",
-                   "--epochs", "3", "--head-lr", "1e-2")
+    out = tmp_path / "heads-only"  # new 32-dimensional heads on the 16-dimensional model's frozen encoder
+    result = train(trained, out, negatives, "--freeze-encoder", "--fresh-heads", "--dim", "32", "--teacher", negatives,
+                   "--contrastive-weight", "1", "--epochs", "3", "--head-lr", "1e-2")
     assert result.returncode == 0, result.stderr
     before, after = SparseEmbedModel(str(trained)), SparseEmbedModel(str(out))
     assert all(torch.equal(a, b) for a, b in zip(before.mlm.state_dict().values(), after.mlm.state_dict().values()))
-    assert not torch.equal(before.heads["documents"].weight, after.heads["documents"].weight)
+    assert before.dim == 16 and after.dim == 32
+    untrained = SparseEmbedModel(str(trained), dim=32, seed=42, fresh_heads=True)  # the seeded start
+    assert not torch.equal(untrained.heads["documents"].weight, after.heads["documents"].weight)

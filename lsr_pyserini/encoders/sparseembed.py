@@ -34,11 +34,12 @@ SIDES = ("queries", "documents")
 class SparseEmbedModel(torch.nn.Module):
     """The masked LM and the two embedding heads; `represent` is shared by training and encoding."""
 
-    def __init__(self, path: str, dim: int | None = None, seed: int = 0):
+    def __init__(self, path: str, dim: int | None = None, seed: int = 0, fresh_heads: bool = False):
+        """`fresh_heads`: initialise new heads (seeded) even when the checkpoint has some."""
         super().__init__()
         heads_file = Path(path) / HEADS_FILE
         state = None
-        if heads_file.is_file():
+        if heads_file.is_file() and not fresh_heads:
             state = torch.load(heads_file, map_location="cpu", weights_only=True)
             stored = int(state["documents.weight"].shape[0])
             if dim is not None and dim != stored:

@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--freeze-encoder", action="store_true",
                         help="train the embedding heads only: the base's terms, weights and contexts stay fixed, "
                              "are computed once per text (dropout off) and reused, so later epochs cost little")
+    parser.add_argument("--fresh-heads", action="store_true",
+                        help="start from new, seeded heads even when the base has some (e.g. another --dim)")
     parser.add_argument("--lambda-d", type=float, default=1e-3, help="FLOPS weight, documents (default: 1e-3)")
     parser.add_argument("--lambda-q", type=float, default=1e-3, help="FLOPS weight, queries (default: 1e-3)")
     parser.add_argument("--flops-warmup-steps", type=int, default=100,
@@ -52,8 +54,9 @@ class SparseEmbedFamily(torch.nn.Module):
     def __init__(self, base: str, args):
         super().__init__()
         path = resolve_model(base)
-        dim = args.dim or (None if (Path(path) / HEADS_FILE).is_file() else DEFAULT_DIM)
-        self.model = SparseEmbedModel(path, dim=dim, seed=args.seed)
+        fresh = bool(getattr(args, "fresh_heads", False))
+        dim = args.dim or (None if (Path(path) / HEADS_FILE).is_file() and not fresh else DEFAULT_DIM)
+        self.model = SparseEmbedModel(path, dim=dim, seed=args.seed, fresh_heads=fresh)
         self.args = args
         self.frozen = bool(getattr(args, "freeze_encoder", False))
         self._selected: dict[tuple[str, str], tuple] = {}  # (side, text) -> frozen selection
