@@ -190,3 +190,67 @@ def test_refusals(trained, store, negatives, tmp_path, tiny_mlm, capsys):
     embeddings.write_bytes(embeddings.read_bytes()[:-100])
     assert "truncated" in rerank_refused(capsys, truncated, negatives, tmp_path)
     assert "not a SparseEmbed store" in rerank_refused(capsys, tmp_path, negatives, tmp_path)
+
+
+def family(base, **options):
+    import argparse
+
+    from lsr_pyserini.train.sparseembed import SparseEmbedFamily, add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args([f"--{k.replace('_', '-')}={v}" for k, v in options.items() if v is not True] +
+                             [f"--{k.replace('_', '-')}" for k, v in options.items() if v is True])
+    args.seed = 0
+    return SparseEmbedFamily(str(base), args)
+
+
+def a_batch(group_size=2):
+    from lsr_pyserini.train.data import Batch
+
+    documents = [d.text for d in read_corpus(str(CORPUS))][:2 * group_size]
+    teacher = [[3.0, 1.0, 0.5, 0.0][:group_size], [2.0, 2.5, 0.0, 1.0][:group_size]]
+    return Batch(["vitamin d bone fractures", "sparse retrieval"], documents, group_size, teacher)
+
+
+def test_contrastive_weight_adds_the_contrastive_loss_of_both_scores(trained):
+    from lsr_pyserini.train.losses import contrastive_loss
+
+    batch = a_batch()
+    plain, mixed = family(trained, doc_max_length=48).eval(), family(trained, doc_max_length=48, contrastive_weight=2.5).eval()
+    with torch.no_grad():
+        base_loss, _ = plain.loss(batch, step=0)  # step 0: FLOPS weights still 0
+        loss, _ = mixed.loss(batch, step=0)
+        q = plain.model.represent(batch.queries, "queries", 64, 64)
+        d = plain.model.represent(batch.documents, "documents", 48, 256)
+        dense = embedding_scores(q[1], q[3], d[1], d[3])
+        sparse = embedding_scores(q[1], q[0].unsqueeze(-1), d[1], d[0].unsqueeze(-1))
+    expected = base_loss + 2.5 * (contrastive_loss(dense, 2) + 0.1 * contrastive_loss(sparse, 2))
+    assert float(loss - base_loss) > 0 and torch.isclose(loss, expected, rtol=1e-4)
+
+
+def test_frozen_encoder_caches_selections_and_trains_the_heads_only(trained, tmp_path, negatives):
+    frozen = family(trained, doc_max_length=48, freeze_encoder=True).train()
+    assert not frozen.model.mlm.training and not any(p.requires_grad for p in frozen.model.mlm.parameters())
+    assert [len(g["params"]) for g in frozen.parameter_groups(1e-4)] == [4]  # two heads' weights and biases
+    batch = a_batch()
+    calls = []
+    select = frozen.model.select
+    frozen.model.select = lambda *a: calls.append(len(a[0])) or select(*a)
+    cached = frozen._represent(batch.documents, "documents", 48, 256)
+    again = frozen._represent(batch.documents[::-1], "documents", 48, 256)
+    assert calls == [len(set(batch.documents))]  # the second call reads the cache
+    direct = frozen.model.represent(batch.documents, "documents", 48, 256)
+    for mine, theirs in zip(cached, direct):
+        assert torch.allclose(mine.float(), theirs.float(), atol=1e-5)
+    assert torch.allclose(again[3], cached[3].flip(0), atol=1e-6)
+
+    out = tmp_path / "heads-only"  # new 32-dimensional heads on the 16-dimensional model's frozen encoder
+    result = train(trained, out, negatives, "--freeze-encoder", "--fresh-heads", "--dim", "32", "--teacher", negatives,
+                   "--contrastive-weight", "1", "--epochs", "3", "--head-lr", "1e-2")
+    assert result.returncode == 0, result.stderr
+    before, after = SparseEmbedModel(str(trained)), SparseEmbedModel(str(out))
+    assert all(torch.equal(a, b) for a, b in zip(before.mlm.state_dict().values(), after.mlm.state_dict().values()))
+    assert before.dim == 16 and after.dim == 32
+    untrained = SparseEmbedModel(str(trained), dim=32, seed=42, fresh_heads=True)  # the seeded start
+    assert not torch.equal(untrained.heads["documents"].weight, after.heads["documents"].weight)

@@ -34,11 +34,12 @@ SIDES = ("queries", "documents")
 class SparseEmbedModel(torch.nn.Module):
     """The masked LM and the two embedding heads; `represent` is shared by training and encoding."""
 
-    def __init__(self, path: str, dim: int | None = None, seed: int = 0):
+    def __init__(self, path: str, dim: int | None = None, seed: int = 0, fresh_heads: bool = False):
+        """`fresh_heads`: initialise new heads (seeded) even when the checkpoint has some."""
         super().__init__()
         heads_file = Path(path) / HEADS_FILE
         state = None
-        if heads_file.is_file():
+        if heads_file.is_file() and not fresh_heads:
             state = torch.load(heads_file, map_location="cpu", weights_only=True)
             stored = int(state["documents.weight"].shape[0])
             if dim is not None and dim != stored:
@@ -79,7 +80,17 @@ class SparseEmbedModel(torch.nn.Module):
     def represent(self, texts: list[str], side: str, max_length: int, top_k: int):
         """(weights B x k, term ids B x k, active B x k, embeddings B x k x H') of the top-k terms.
 
-        Terms past a text's activated ones (weight 0) have `active` False and zero embeddings.
+        Terms past a text's activated ones (weight 0) have `active` False and zero embeddings."""
+        weights, ids, active, context = self.select(texts, max_length, top_k)
+        return weights, ids, active, self.embed(context, active, side)
+
+    def embed(self, context: torch.Tensor, active: torch.Tensor, side: str) -> torch.Tensor:
+        """e_i = ReLU(W softmax_j(M_ji) . S + b) from the contexts (B x k x H), zero where inactive."""
+        return torch.relu(self.heads[side](context)) * active.unsqueeze(-1)
+
+    def select(self, texts: list[str], max_length: int, top_k: int):
+        """(weights, term ids, active, contexts softmax_j(M_ji) . S: B x k x H) of the top-k terms.
+
         The top-k terms are chosen without gradient, projecting one vocabulary slice at a time
         (as the SPLADE encoder does); the chosen terms' logits are then recomputed with gradient,
         so training never holds a B x L x |V| tensor."""
@@ -102,9 +113,7 @@ class SparseEmbedModel(torch.nn.Module):
         weights = torch.log1p(torch.relu(chosen.amax(dim=1)))  # monotone: pool first
         active = weights > 0
         attention = torch.softmax(chosen, dim=1)  # over positions, the MLM logits as scores
-        context = torch.einsum("blk,blh->bkh", attention, states)
-        embeddings = torch.relu(self.heads[side](context)) * active.unsqueeze(-1)
-        return weights, ids, active, embeddings
+        return weights, ids, active, torch.einsum("blk,blh->bkh", attention, states)
 
     def _head_weight(self) -> torch.Tensor:
         return self.mlm.get_output_embeddings().weight[:self.terms]

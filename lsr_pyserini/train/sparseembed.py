@@ -1,7 +1,9 @@
 """SparseEmbed training: MarginMSE on the embedding score plus lambda_w (0.1) x MarginMSE on the
 sparse score against a teacher, plus FLOPS regularisers on both sides with a quadratic warm-up.
 Without --teacher the labels alone train it: the contrastive loss (in-batch + hard negatives) on
-both scores, with the same weights."""
+both scores, with the same weights. With a teacher, --contrastive-weight C adds C x that
+contrastive loss to each score's MarginMSE (the margins of one hard negative say nothing about
+the easy candidates a re-ranker of the top 1000 also sees)."""
 from __future__ import annotations
 
 import argparse
@@ -29,6 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="learning rate of the new embedding heads (default: 1e-3; --lr is the encoder's)")
     parser.add_argument("--lambda-w", type=float, default=0.1,
                         help="weight of the sparse score's loss against the embedding score's (default: 0.1)")
+    parser.add_argument("--contrastive-weight", type=float, default=0.0,
+                        help="with --teacher: weight of the contrastive loss (in-batch + hard negatives) added "
+                             "to each score's MarginMSE (default: 0, MarginMSE alone)")
+    parser.add_argument("--freeze-encoder", action="store_true",
+                        help="train the embedding heads only: the base's terms, weights and contexts stay fixed, "
+                             "are computed once per text (dropout off) and reused, so later epochs cost little")
+    parser.add_argument("--fresh-heads", action="store_true",
+                        help="start from new, seeded heads even when the base has some (e.g. another --dim)")
     parser.add_argument("--lambda-d", type=float, default=1e-3, help="FLOPS weight, documents (default: 1e-3)")
     parser.add_argument("--lambda-q", type=float, default=1e-3, help="FLOPS weight, queries (default: 1e-3)")
     parser.add_argument("--flops-warmup-steps", type=int, default=100,
@@ -44,20 +54,47 @@ class SparseEmbedFamily(torch.nn.Module):
     def __init__(self, base: str, args):
         super().__init__()
         path = resolve_model(base)
-        dim = args.dim or (None if (Path(path) / HEADS_FILE).is_file() else DEFAULT_DIM)
-        self.model = SparseEmbedModel(path, dim=dim, seed=args.seed)
+        fresh = bool(getattr(args, "fresh_heads", False))
+        dim = args.dim or (None if (Path(path) / HEADS_FILE).is_file() and not fresh else DEFAULT_DIM)
+        self.model = SparseEmbedModel(path, dim=dim, seed=args.seed, fresh_heads=fresh)
         self.args = args
+        self.frozen = bool(getattr(args, "freeze_encoder", False))
+        self._selected: dict[tuple[str, str], tuple] = {}  # (side, text) -> frozen selection
+        if self.frozen:
+            self.model.mlm.requires_grad_(False)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if self.frozen:
+            self.model.mlm.eval()  # a frozen encoder's selections are computed once: no dropout
+        return self
+
+    def _represent(self, texts: list[str], side: str, max_length: int, top_k: int):
+        if not self.frozen:
+            return self.model.represent(texts, side, max_length, top_k)
+        new = [t for t in dict.fromkeys(texts) if (side, t) not in self._selected]
+        if new:
+            with torch.no_grad():
+                selected = self.model.select(new, max_length, top_k)
+            for row, text in enumerate(new):
+                self._selected[(side, text)] = tuple(part[row] for part in selected)
+        weights, ids, active, context = (torch.stack(parts) for parts in
+                                         zip(*(self._selected[(side, t)] for t in texts)))
+        return weights, ids, active, self.model.embed(context, active, side)
 
     def loss(self, batch: Batch, step: int):
         a = self.args
-        q_weights, q_ids, q_active, q_emb = self.model.represent(batch.queries, "queries", a.query_max_length, a.query_top_k)
-        d_weights, d_ids, d_active, d_emb = self.model.represent(batch.documents, "documents", a.doc_max_length, a.doc_top_k)
+        q_weights, q_ids, q_active, q_emb = self._represent(batch.queries, "queries", a.query_max_length, a.query_top_k)
+        d_weights, d_ids, d_active, d_emb = self._represent(batch.documents, "documents", a.doc_max_length, a.doc_top_k)
         dense = embedding_scores(q_ids, q_emb, d_ids, d_emb)
         sparse = embedding_scores(q_ids, q_weights.unsqueeze(-1), d_ids, d_weights.unsqueeze(-1))  # w^Q . w^D
         if batch.teacher is not None:
             teacher = torch.tensor(batch.teacher)
             main = margin_mse(dense, teacher, batch.group_size)
             auxiliary = margin_mse(sparse, teacher, batch.group_size)
+            if a.contrastive_weight:
+                main = main + a.contrastive_weight * contrastive_loss(dense, batch.group_size)
+                auxiliary = auxiliary + a.contrastive_weight * contrastive_loss(sparse, batch.group_size)
         else:
             main = contrastive_loss(dense, batch.group_size)
             auxiliary = contrastive_loss(sparse, batch.group_size)
@@ -73,8 +110,8 @@ class SparseEmbedFamily(torch.nn.Module):
     def parameter_groups(self, lr: float) -> list[dict]:
         """The encoder at --lr, the freshly initialised heads at --head-lr."""
         heads = list(self.model.heads.parameters())
-        body = [p for p in self.model.parameters() if all(p is not h for h in heads)]
-        return [{"params": body, "lr": lr}, {"params": heads, "lr": self.args.head_lr}]
+        body = [p for p in self.model.parameters() if p.requires_grad and all(p is not h for h in heads)]
+        return ([{"params": body, "lr": lr}] if body else []) + [{"params": heads, "lr": self.args.head_lr}]
 
     def save(self, folder) -> None:
         self.model.save(folder)
