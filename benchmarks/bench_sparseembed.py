@@ -151,8 +151,9 @@ def main() -> None:
     store_bytes = store.size_bytes()
     documents = len(store.docids)
     print(f"store size per document: SparseEmbed {store_bytes / documents:.0f} bytes "
-          f"({len(store.terms) / documents:.1f} terms x ({store.dim} x 2 + {store.terms.dtype.itemsize}) bytes + "
-          f"offsets and ids)   float16 token embeddings {maxsim_bytes / len(corpus):.0f} bytes "
+          f"({len(store.terms) / documents:.1f} terms x ({store.terms.dtype.itemsize} id + {store.mask_bytes} mask "
+          f"bytes) + {len(store.values) / documents:.1f} non-zero float16 components, offsets and ids)   "
+          f"float16 token embeddings {maxsim_bytes / len(corpus):.0f} bytes "
           f"({tokens / len(corpus):.1f} tokens x {maxsim.tokens.shape[1]} x 2 bytes)   "
           f"{maxsim_bytes / len(corpus) / (store_bytes / documents):.1f}x smaller")
 

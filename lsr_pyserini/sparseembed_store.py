@@ -5,10 +5,15 @@
     STORE/docids.txt         one document id a line, in row order
     STORE/offsets.npy        int64, documents + 1: document r's terms are rows offsets[r]:offsets[r+1]
     STORE/terms.bin          term ids, ascending within a document (uint16 when |V| < 65536, else int32)
-    STORE/embeddings.bin     float16, terms x dim, row-aligned with terms.bin
+    STORE/masks.bin          uint8, terms x ceil(dim / 8): which of a term's dim components are non-zero
+                             (numpy.packbits of each row), row-aligned with terms.bin
+    STORE/values.bin         float16, the non-zero components of every term's embedding, term after term
+    STORE/value_offsets.npy  int64, documents + 1: document r's values are values[value_offsets[r]:...[r+1]]
 
-terms.bin and embeddings.bin are opened with numpy.memmap, so re-ranking reads only the candidates'
-rows. The identity says which model and H' wrote the store: a re-ranker whose query model differs
+The embeddings are ReLU outputs, mostly exact zeros (83% of the components of the H' = 64 SciFact
+model's), so only the non-zero float16 components are kept, with a bit mask per term: lossless, and
+several times smaller than dense float16 rows. terms.bin, masks.bin and values.bin are opened with
+numpy.memmap, so re-ranking reads only the candidates' rows. The identity says which model and H' wrote the store: a re-ranker whose query model differs
 is refused, and so is a store whose files are shorter than the manifest says (truncated copy).
 While encoding, parts go to STORE.partial/ shard by shard (resumable, as for the dense store);
 STORE appears only when complete.
@@ -26,8 +31,10 @@ from .data import InputError
 from .dense import DOCIDS_FILE, DenseStoreWriter
 from .writer import atomic_write
 
-STORE_FORMAT = "lsr-pyserini-sparseembed-store/1"
-META_FILE, OFFSETS_FILE, TERMS_FILE, EMBEDDINGS_FILE = "sparseembed.json", "offsets.npy", "terms.bin", "embeddings.bin"
+STORE_FORMAT = "lsr-pyserini-sparseembed-store/2"
+META_FILE, OFFSETS_FILE, TERMS_FILE = "sparseembed.json", "offsets.npy", "terms.bin"
+MASKS_FILE, VALUES_FILE, VALUE_OFFSETS_FILE = "masks.bin", "values.bin", "value_offsets.npy"
+_POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(1).astype(np.int64)
 
 
 def term_dtype(vocab_size: int) -> np.dtype:
@@ -65,15 +72,21 @@ class SparseEmbedStoreWriter(DenseStoreWriter):
                              f"embeddings (was an earlier run made without this store?): pass --overwrite")
         offsets = np.zeros(len(docids) + 1, dtype=np.int64)
         np.cumsum(np.concatenate(lengths), out=offsets[1:])
+        dense = np.concatenate(embeddings).astype(np.float16)
+        nonzero = dense != 0
+        value_offsets = np.concatenate([[0], np.cumsum(nonzero.sum(1))]).astype(np.int64)[offsets]
         dtype = term_dtype(identity["vocab_size"])
         manifest = {"format": STORE_FORMAT, **self.settings, "documents": len(docids), "terms": int(offsets[-1]),
-                    "term_dtype": dtype.name, "embedding_dtype": "float16", **(summary or {})}
+                    "values": int(value_offsets[-1]), "term_dtype": dtype.name, "embedding_dtype": "float16",
+                    **(summary or {})}
         building = self.store.with_name(self.store.name + ".building")
         shutil.rmtree(building, ignore_errors=True)
         building.mkdir(parents=True)
         np.concatenate(terms).astype(dtype).tofile(building / TERMS_FILE)
-        np.concatenate(embeddings).astype(np.float16).tofile(building / EMBEDDINGS_FILE)
+        np.packbits(nonzero, axis=1).tofile(building / MASKS_FILE)
+        dense[nonzero].tofile(building / VALUES_FILE)  # row-major: term after term, components ascending
         np.save(building / OFFSETS_FILE, offsets)
+        np.save(building / VALUE_OFFSETS_FILE, value_offsets)
         atomic_write(building / DOCIDS_FILE, (f"{docid}\n" for docid in docids))
         atomic_write(building / META_FILE, [json.dumps(manifest, indent=2, sort_keys=True) + "\n"])
         os.replace(building, self.store)
@@ -98,27 +111,51 @@ class SparseEmbedStore:
             raise InputError(f"{meta_file}: unknown store format {self.meta.get('format')!r}")
         self.identity = self.meta["identity"]
         self.dim = int(self.identity["dim"])
-        documents, terms = int(self.meta["documents"]), int(self.meta["terms"])
+        documents, terms, values = int(self.meta["documents"]), int(self.meta["terms"]), int(self.meta["values"])
         dtype = np.dtype(self.meta["term_dtype"])
-        expected = {TERMS_FILE: terms * dtype.itemsize, EMBEDDINGS_FILE: terms * self.dim * 2}
+        self.mask_bytes = (self.dim + 7) // 8
+        expected = {TERMS_FILE: terms * dtype.itemsize, MASKS_FILE: terms * self.mask_bytes, VALUES_FILE: values * 2}
         for name, size in expected.items():
             actual = (self.path / name).stat().st_size if (self.path / name).is_file() else None
             if actual != size:
                 raise InputError(f"{self.path / name}: store file is truncated or damaged ({actual} bytes, "
                                  f"the manifest says {size}): encode the corpus again")
-        try:
-            self.offsets = np.load(self.path / OFFSETS_FILE)
-        except (OSError, ValueError) as err:
-            raise InputError(f"{self.path / OFFSETS_FILE}: store file is truncated or damaged ({err})") from None
+        self.offsets, self.value_offsets = (self._load_offsets(name) for name in (OFFSETS_FILE, VALUE_OFFSETS_FILE))
         self.docids = (self.path / DOCIDS_FILE).read_text(encoding="utf-8").splitlines()
-        if len(self.docids) != documents or self.offsets.shape != (documents + 1,) or self.offsets[-1] != terms:
+        if len(self.docids) != documents or self.offsets.shape != (documents + 1,) or self.offsets[-1] != terms \
+                or self.value_offsets.shape != (documents + 1,) or self.value_offsets[-1] != values:
             raise InputError(f"{self.path}: store file is truncated or damaged ({len(self.docids)} document ids "
                              f"and {len(self.offsets) - 1} offsets for {documents} documents)")
         self.row = {docid: i for i, docid in enumerate(self.docids)}
         self.terms = np.memmap(self.path / TERMS_FILE, dtype=dtype, mode="r", shape=(terms,)) if terms else \
             np.zeros(0, dtype)
-        self.embeddings = np.memmap(self.path / EMBEDDINGS_FILE, dtype=np.float16, mode="r",
-                                    shape=(terms, self.dim)) if terms else np.zeros((0, self.dim), np.float16)
+        self.masks = np.memmap(self.path / MASKS_FILE, dtype=np.uint8, mode="r", shape=(terms, self.mask_bytes)) \
+            if terms else np.zeros((0, self.mask_bytes), np.uint8)
+        self.values = np.memmap(self.path / VALUES_FILE, dtype=np.float16, mode="r", shape=(values,)) if values else \
+            np.zeros(0, np.float16)
+
+    def _load_offsets(self, name: str) -> np.ndarray:
+        try:
+            return np.load(self.path / name)
+        except (OSError, ValueError) as err:
+            raise InputError(f"{self.path / name}: store file is truncated or damaged ({err})") from None
+
+    def _embeddings(self, positions: np.ndarray, value_starts: np.ndarray) -> np.ndarray:
+        """Dense float32 embeddings (len(positions) x dim) of the terms at these rows, whose
+        non-zero components start at these indices of values.bin."""
+        masks = self.masks[positions]
+        counts = _POPCOUNT[masks].sum(1)
+        index = np.repeat(value_starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        dense = np.zeros((len(positions), self.dim), dtype=np.float32)
+        dense[np.unpackbits(masks, axis=1, count=self.dim).astype(bool)] = self.values[index]
+        return dense
+
+    def document_embeddings(self, docid: str) -> np.ndarray:
+        """One document's term embeddings (its terms x dim, float32), rows as in terms.bin."""
+        row = self.row[docid]
+        positions = np.arange(self.offsets[row], self.offsets[row + 1])
+        counts = _POPCOUNT[self.masks[positions]].sum(1)
+        return self._embeddings(positions, self.value_offsets[row] + np.cumsum(counts) - counts)
 
     def check_model(self, identity: dict) -> None:
         """Refuse queries from another model or another H' than the documents'."""
@@ -146,7 +183,13 @@ class SparseEmbedStore:
         lookup[query_terms] = np.arange(len(query_terms))
         slot = lookup[self.terms[positions]]
         hit = slot >= 0
-        document_vectors = self.embeddings[positions[hit]].astype(np.float32)
+        # where each position's values start: its document's value offset + the values of the
+        # document's earlier terms (exclusive running sum of the mask popcounts)
+        counts = _POPCOUNT[self.masks[positions]].sum(1)
+        before = np.cumsum(counts) - counts
+        first = np.append(before, 0)[np.cumsum(lengths) - lengths]
+        starts_of_values = np.repeat(self.value_offsets[rows] - first, lengths) + before
+        document_vectors = self._embeddings(positions[hit], starts_of_values[hit])
         contributions = np.einsum("th,th->t", document_vectors, query_embeddings[slot[hit]])
         return np.bincount(owner[hit], weights=contributions, minlength=len(rows)).astype(np.float32)
 

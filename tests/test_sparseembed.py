@@ -97,6 +97,33 @@ def test_a_base_without_heads_cannot_encode(tiny_mlm):
         SparseEmbedEncoder(str(tiny_mlm))
 
 
+def test_store_keeps_the_non_zero_components_losslessly(tmp_path):
+    from lsr_pyserini.sparseembed_store import SparseEmbedStore, SparseEmbedStoreWriter
+
+    rng = np.random.default_rng(0)
+    dim, docs = 12, {}  # 12: masks of 2 bytes, the second half-used
+    for i, n in enumerate([3, 0, 5, 1]):  # a document with no activated term too
+        embeddings = np.maximum(rng.normal(size=(n, dim)), 0).astype(np.float16)  # ReLU: about half zeros
+        if n:
+            embeddings[0] = 0  # an all-zero embedding
+        docs[f"d{i}"] = (np.sort(rng.choice(50, n, replace=False)), embeddings)
+    writer = SparseEmbedStoreWriter(str(tmp_path / "store"), {"identity": {"dim": dim, "vocab_size": 50}})
+    writer.write_shard(0, (list(docs)[:2], list(docs.values())[:2]))
+    writer.write_shard(1, (list(docs)[2:], list(docs.values())[2:]))
+    writer.finish(len(docs))
+    store = SparseEmbedStore(str(tmp_path / "store"))
+    assert (tmp_path / "store" / "values.bin").stat().st_size == 2 * sum(int((e != 0).sum()) for _, e in docs.values())
+    for docid, (ids, embeddings) in docs.items():
+        assert np.array_equal(store.document_embeddings(docid), embeddings.astype(np.float32))
+    query_ids, query = np.array([int(docs["d2"][0][1]), int(docs["d0"][0][2]), 49]), rng.normal(size=(3, dim))
+    scores = store.scores(query_ids, query.astype(np.float32), ["d3", "d2", "d1", "d0"])
+    for docid, score in zip(["d3", "d2", "d1", "d0"], scores):
+        ids, embeddings = docs[docid]
+        expected = sum(float(query[i].astype(np.float32) @ embeddings[list(ids).index(t)].astype(np.float32))
+                       for i, t in enumerate(query_ids) if t in ids)
+        assert score == pytest.approx(expected, rel=1e-5, abs=1e-5)
+
+
 def test_store_round_trip_and_scores_equal_a_direct_computation(trained, store):
     from lsr_pyserini.sparseembed_store import SparseEmbedStore
 
@@ -108,7 +135,7 @@ def test_store_round_trip_and_scores_equal_a_direct_computation(trained, store):
         row = opened.row[doc.id]
         start, end = opened.offsets[row], opened.offsets[row + 1]
         assert np.array_equal(opened.terms[start:end], ids)
-        assert np.allclose(opened.embeddings[start:end].astype(np.float32), embeddings, atol=2e-3, rtol=2e-3)
+        assert np.allclose(opened.document_embeddings(doc.id), embeddings, atol=2e-3, rtol=2e-3)
         assert len(vector) == len(ids) <= 256
     _, q_ids, q_emb = encoder.terms_and_embeddings(["vitamin d bone fractures"], "queries")[0]
     docids = opened.docids[::-1]
@@ -186,8 +213,8 @@ def test_refusals(trained, store, negatives, tmp_path, tiny_mlm, capsys):
     import shutil
 
     shutil.copytree(store, truncated)
-    embeddings = truncated / "embeddings.bin"
-    embeddings.write_bytes(embeddings.read_bytes()[:-100])
+    values = truncated / "values.bin"
+    values.write_bytes(values.read_bytes()[:-100])
     assert "truncated" in rerank_refused(capsys, truncated, negatives, tmp_path)
     assert "not a SparseEmbed store" in rerank_refused(capsys, tmp_path, negatives, tmp_path)
 
