@@ -140,22 +140,20 @@ class SparseEmbedStore:
         except (OSError, ValueError) as err:
             raise InputError(f"{self.path / name}: store file is truncated or damaged ({err})") from None
 
-    def _embeddings(self, positions: np.ndarray, value_starts: np.ndarray) -> np.ndarray:
-        """Dense float32 embeddings (len(positions) x dim) of the terms at these rows, whose
-        non-zero components start at these indices of values.bin."""
-        masks = self.masks[positions]
-        counts = _POPCOUNT[masks].sum(1)
+    def _embeddings(self, masks: np.ndarray, counts: np.ndarray, value_starts: np.ndarray) -> np.ndarray:
+        """Dense float32 embeddings (len(masks) x dim) of terms with these masks and non-zero
+        counts, whose non-zero components start at these indices of values.bin."""
         index = np.repeat(value_starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-        dense = np.zeros((len(positions), self.dim), dtype=np.float32)
+        dense = np.zeros((len(masks), self.dim), dtype=np.float32)
         dense[np.unpackbits(masks, axis=1, count=self.dim).astype(bool)] = self.values[index]
         return dense
 
     def document_embeddings(self, docid: str) -> np.ndarray:
         """One document's term embeddings (its terms x dim, float32), rows as in terms.bin."""
         row = self.row[docid]
-        positions = np.arange(self.offsets[row], self.offsets[row + 1])
-        counts = _POPCOUNT[self.masks[positions]].sum(1)
-        return self._embeddings(positions, self.value_offsets[row] + np.cumsum(counts) - counts)
+        masks = self.masks[self.offsets[row]:self.offsets[row + 1]]
+        counts = _POPCOUNT[masks].sum(1)
+        return self._embeddings(masks, counts, self.value_offsets[row] + np.cumsum(counts) - counts)
 
     def check_model(self, identity: dict) -> None:
         """Refuse queries from another model or another H' than the documents'."""
@@ -185,11 +183,12 @@ class SparseEmbedStore:
         hit = slot >= 0
         # where each position's values start: its document's value offset + the values of the
         # document's earlier terms (exclusive running sum of the mask popcounts)
-        counts = _POPCOUNT[self.masks[positions]].sum(1)
+        masks = self.masks[positions]
+        counts = _POPCOUNT[masks].sum(1)
         before = np.cumsum(counts) - counts
         first = np.append(before, 0)[np.cumsum(lengths) - lengths]
         starts_of_values = np.repeat(self.value_offsets[rows] - first, lengths) + before
-        document_vectors = self._embeddings(positions[hit], starts_of_values[hit])
+        document_vectors = self._embeddings(masks[hit], counts[hit], starts_of_values[hit])
         contributions = np.einsum("th,th->t", document_vectors, query_embeddings[slot[hit]])
         return np.bincount(owner[hit], weights=contributions, minlength=len(rows)).astype(np.float32)
 
