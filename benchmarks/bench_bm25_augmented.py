@@ -28,10 +28,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lsr_pyserini.bm25aug import model_path  # noqa: E402
-from lsr_pyserini.data import read_queries  # noqa: E402
+from lsr_pyserini.core.readers import read_queries  # noqa: E402
 from lsr_pyserini.encoders.bm25aug import BM25AugEncoder, QueryAugmenter  # noqa: E402
-from lsr_pyserini.wordpiece_bm25 import check_index_tokenizer, pretokenize  # noqa: E402
-from lsr_pyserini.writer import quantize, query_line  # noqa: E402
+from lsr_pyserini.core.wordpiece_bm25 import check_index_tokenizer, pretokenize  # noqa: E402
+from lsr_pyserini.core.writer import quantize, query_line  # noqa: E402
 
 
 def main() -> None:
@@ -47,7 +47,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from lsr_pyserini.java import start_jvm
+    from lsr_pyserini.core.java import start_jvm
 
     start_jvm()
     from pyserini.analysis import JWhiteSpaceAnalyzer

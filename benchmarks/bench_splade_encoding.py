@@ -53,7 +53,7 @@ def timed(encode, texts: list[str], batch_size: int):
 
 def build_ours(max_length: int):
     from lsr_pyserini.encoders import build_encoder
-    from lsr_pyserini.presets import load_preset
+    from lsr_pyserini.core.presets import load_preset
 
     return build_encoder({**load_preset(PRESET), "doc_max_length": max_length})
 
@@ -62,7 +62,7 @@ def build_sentence_transformers(max_length: int):
     from sentence_transformers import SparseEncoder
     from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
 
-    from lsr_pyserini.presets import load_preset, resolve_model
+    from lsr_pyserini.core.presets import load_preset, resolve_model
 
     path = resolve_model(load_preset(PRESET)["model"])
     mlm = MLMTransformer(path, max_seq_length=max_length)
@@ -73,7 +73,7 @@ def build_sentence_transformers(max_length: int):
 
 def compare(ours: list[dict], theirs: list[dict]) -> tuple[int, int, int]:
     """(pairs non-zero on either side, pairs off by exactly 1, pairs off by more than 1)."""
-    from lsr_pyserini.writer import quantize
+    from lsr_pyserini.core.writer import quantize
 
     total = off_by_one = larger = 0
     for a, b in zip(ours, theirs):
@@ -102,7 +102,7 @@ def main() -> None:
     print(f"{len(texts)} SciFact documents, max length {args.max_length}, batch {args.batch_size}, "
           f"torch threads {torch.get_num_threads()}")
 
-    from lsr_pyserini.encode import encode_in_length_order
+    from lsr_pyserini.core.batching import encode_in_length_order
 
     ours_encoder = build_ours(args.max_length)
     ours, ours_s = timed(lambda t: encode_in_length_order(ours_encoder.encode_documents, t, args.batch_size),

@@ -23,28 +23,23 @@ checkpoint of the same tokenizer gives plain WordPiece BM25 queries.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from .cli import fail, run_main, warn
-from .data import InputError, read_corpus, read_queries
-from .encode import checked_corpus, input_identity, progress_bar, write_shards_or_stop
-from .encoders.base import load_tokenizer
-from .presets import resolve_model
-from .wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, check_index_tokenizer, pretokenize, write_tokenizer_record
-from .writer import ShardWriter, atomic_write, quantize, query_line
-
-DEFAULT_MODEL = "python-package:cognition/model"
-LUCENE_MAX_CLAUSES = 1024  # Lucene's default IndexSearcher.maxClauseCount
+from .core.cli import fail, progress_bar, run_main, set_threads, warn
+from .core.errors import InputError
+from .core.hf import load_tokenizer
+from .core.presets import preset_model, resolve_model
+from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
+from .core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, pretokenize, write_tokenizer_record
+from .core.writer import ShardWriter, atomic_write, write_corpus_shards
+from .encoders.bm25aug import LUCENE_MAX_CLAUSES, AugmentedQueries
 
 
 def model_path(reference: str) -> str:
-    from .train.__main__ import base_model
-
-    return resolve_model(base_model(reference))
+    return resolve_model(preset_model(reference))
 
 
 def build_index(args) -> None:
@@ -69,9 +64,8 @@ def build_index(args) -> None:
             return [{"id": doc.id, "contents": "", "vector": {t: 1 for t in toks}} for doc, toks in zip(shard, tokens)]
         return [{"id": doc.id, "contents": " ".join(toks)} for doc, toks in zip(shard, tokens)]
 
-    args.output = str(docs_dir)  # what write_shards_or_stop names when interrupted
-    write_shards_or_stop(read_corpus(args.input), writer, args, to_records, progress, check.count,
-                         lambda: writer.totals()[0])
+    write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress, check.count,
+                        str(docs_dir))
     progress.close()
     writer.finish({"documents_written": writer.totals()[0]})
     collection = "JsonVectorCollection" if args.scoring == "bow" else "JsonCollection"
@@ -89,78 +83,32 @@ def build_index(args) -> None:
           f"({args.scoring})", file=sys.stderr)
 
 
-def query_lines(qids: list[str], vectors: list[dict[str, float]], boost_scale: float, max_boost: int,
-                max_terms: int) -> tuple[list[str], int]:
-    """TSV lines and how many queries lost low-boost terms to the clause limit."""
-    lines, trimmed = [], 0
-    for qid, vector in zip(qids, vectors):
-        boosts = quantize(vector, boost_scale)
-        for term, boost in boosts.items():
-            if boost > max_boost:
-                raise InputError(f"query {qid}: term {term!r} would get boost {boost} (weight {vector[term]:.4g} "
-                                 f"x scale {boost_scale:g}), above --max-boost {max_boost}: lower --boost-scale")
-        if len(boosts) > max_terms:
-            trimmed += 1
-            boosts = dict(sorted(boosts.items(), key=lambda item: -item[1])[:max_terms])
-        lines.append(query_line(qid, boosts))
-    return lines, trimmed
-
-
 def generate_queries(args) -> None:
-    import torch
-
-    from .encoders.bm25aug import QueryAugmenter
-
-    if args.boost_scale <= 0 or args.max_boost <= 0 or args.max_terms <= 0:
-        raise InputError("--boost-scale, --max-boost and --max-terms must be positive")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     queries = list(read_queries(args.input))
     if not queries:
         raise InputError(f"{args.input}: no queries")
-    path = model_path(args.model)
-    model = QueryAugmenter.load(path, augment=False if args.no_augmentation else None,
-                                weighting=False if args.no_weighting else None)
-    model.eval()
-    record = check_index_tokenizer(args.index, model.tokenizer, args.model)
-    special = set(model.tokenizer.all_special_tokens)
-    empty = [q.id for q, tokens in zip(queries, pretokenize(model.tokenizer, [q.text for q in queries]))
-             if not set(tokens) - special]
-    if empty:
-        more = f"; {len(empty) - 1} more such queries" if len(empty) > 1 else ""
-        raise InputError(f"{args.input}: query {empty[0]!r} tokenizes to nothing searchable with the tokenizer "
-                         f"of {args.model} (no token, or unknown characters only){more}")
-    trained = _trained_settings(path)
-    if trained.get("scoring") and trained["scoring"] != record.get("scoring"):
-        raise InputError(f"{args.model} was trained for {trained['scoring']!r} scoring but {args.index} is a "
-                         f"{record.get('scoring')!r} index")
-    from .encode import encode_in_length_order
-    from .encoders.bm25aug import BM25AugEncoder
-
-    encoder = BM25AugEncoder(model, min_weight=0.5 / args.boost_scale)  # lighter weights round to 0
+    augmented = AugmentedQueries(args.model, args.index, args.boost_scale, args.max_boost, args.max_terms,
+                                 augment=False if args.no_augmentation else None,
+                                 weighting=False if args.no_weighting else None, batch_size=args.batch_size)
+    pairs = [(q.id, q.text) for q in queries]
+    augmented.check_searchable(pairs, args.input)
     progress = progress_bar(len(queries), args.quiet, "query")
-    with torch.inference_mode():
-        vectors = encode_in_length_order(encoder.encode_queries, [q.text for q in queries], args.batch_size, progress)
+    lines, trimmed = augmented.lines(pairs, progress)
     progress.close()
-    lines, trimmed = query_lines([q.id for q in queries], vectors, args.boost_scale, args.max_boost, args.max_terms)
     if trimmed:
         warn(f"{trimmed} queries had more than {args.max_terms} terms; their lowest boosts were left out")
     atomic_write(Path(args.output), lines)
-    bow_terms = [set(model.tokenizer.tokenize(q.text)) for q in queries]
-    augmented = [len([t for t in line.split("\t", 1)[1].split() if t not in own])
-                 for line, own in zip(lines, bow_terms)]
-    distinct_augmented = [len({t for t in line.split("\t", 1)[1].split()} - own) for line, own in zip(lines, bow_terms)]
+    tokenizer = augmented.model.tokenizer
+    bow_terms = [set(tokenizer.tokenize(q.text)) for q in queries]
+    added = [len([t for t in line.split("\t", 1)[1].split() if t not in own]) for line, own in zip(lines, bow_terms)]
+    distinct_added = [len({t for t in line.split("\t", 1)[1].split()} - own) for line, own in zip(lines, bow_terms)]
     print(f"wrote {len(lines)} queries into {args.output}; augmented tokens per query: "
-          f"{sum(distinct_augmented) / len(lines):.1f} distinct ({sum(augmented) / len(lines):.1f} with repeats)",
+          f"{sum(distinct_added) / len(lines):.1f} distinct ({sum(added) / len(lines):.1f} with repeats)",
           file=sys.stderr)
-    k1, b = trained.get("k1", DEFAULT_K1), trained.get("b", DEFAULT_B)
-    if (k1, b) != (DEFAULT_K1, DEFAULT_B):
+    if augmented.bm25 != (DEFAULT_K1, DEFAULT_B):
+        k1, b = augmented.bm25
         warn(f"{args.model} was trained with BM25 k1={k1}, b={b}: search with --bm25 --k1 {k1} --b {b}")
-
-
-def _trained_settings(path: str) -> dict:
-    marker = Path(path) / "lsr_family.json"
-    return json.loads(marker.read_text()) if marker.is_file() else {}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,30 +1,70 @@
 """Offline demo: encode, index, search and evaluate the sample passages shipped with the package.
 
-    python -m lsr_pyserini.demo [--work DIR]
+    python -m lsr_pyserini.demo [--work DIR] [--query QID]
 
-Runs the reproduction `lsr_pyserini/sample/sample-splade-tiny.yaml` (BM25 and SPLADE-tiny) on
-the bundled sample collection with no network access, and prints the metrics table.
+Runs the reproduction `lsr_pyserini/sample/sample-splade-tiny.yaml` (BM25 and SPLADE-tiny) on the
+bundled sample collection with no network access, prints the metrics table, then each run's top 3
+hits (docid, score, first 80 characters) for one sample query, and last the metrics as JSON.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
-from . import regress
-from .cli import run_main
+from .core.cli import run_main
+from .core.errors import InputError
+from .core.readers import read_corpus, read_queries, read_run
+from .core.regression import load_regression, regress, substitute
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
+REGRESSION = SAMPLE_DIR / "sample-splade-tiny.yaml"
+DEFAULT_QUERY = "q6"  # "medicine that lowers blood fats": no word in common with its answer
+SHOWN_HITS, SHOWN_CHARACTERS = 3, 80
+
+
+def top_hits(work: Path, query_id: str) -> str:
+    """Each run's top hits for one sample query, as text."""
+    texts = {doc.id: doc.text for doc in read_corpus(str(SAMPLE_DIR / "corpus.jsonl"))}
+    queries = {query.id: query.text for query in read_queries(str(SAMPLE_DIR / "queries.test.tsv"))}
+    if query_id not in queries:
+        raise InputError(f"--query {query_id!r} is not a sample query (known: {', '.join(queries)})")
+    spec = load_regression(str(REGRESSION))
+    lines = [f"top {SHOWN_HITS} hits for {query_id}: {queries[query_id]!r}"]
+    for name, path in spec["runs"].items():
+        ranking = read_run(substitute(path, {"work": str(work), "data": str(SAMPLE_DIR), "threads": "1"}))
+        lines.append(f"  {name}")
+        for rank, (docid, score) in enumerate(ranking.get(query_id, [])[:SHOWN_HITS], start=1):
+            lines.append(f"    {rank}. {docid:<4} {score:9.4f}  {texts[docid][:SHOWN_CHARACTERS]}")
+        if not ranking.get(query_id):
+            lines.append("    (nothing retrieved)")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work", help="keep the encoded files, indexes and runs in this folder")
+    parser.add_argument("--work", type=Path, help="keep the encoded files, indexes and runs in this folder "
+                                                  "(default: a temporary folder, removed)")
+    parser.add_argument("--query", default=DEFAULT_QUERY, help=f"sample query whose hits are shown (default: {DEFAULT_QUERY})")
     args = parser.parse_args(argv)
-    regress_args = [str(SAMPLE_DIR / "sample-splade-tiny.yaml"), "--data-root", str(SAMPLE_DIR.parent)]
-    if args.work:
-        regress_args += ["--work", args.work]
-    regress.main(regress_args)
+    work = args.work.resolve() if args.work else Path(tempfile.mkdtemp(prefix="lsr-demo-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        measured, misses = regress(str(REGRESSION), SAMPLE_DIR.parent, work, threads=1)
+        print()
+        print(top_hits(work, args.query))
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    for miss in misses:
+        print(f"MISS {miss}", file=sys.stderr)
+    print(json.dumps(measured, sort_keys=True))
+    if misses:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

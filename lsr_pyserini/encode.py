@@ -19,18 +19,19 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from . import __version__
-from .cli import fail, run_main, warn
-from .data import CorpusCheck, InputError, read_corpus, read_queries
-from .dense import POOLINGS, DenseStoreWriter, TransformerDenseEncoder
+from .api import QueryEncoder, encoder_settings
+from .core.batching import encode_in_length_order
+from .core.cli import progress_bar, run_main, set_threads, warn
+from .core.errors import InputError
+from .core.presets import available_presets
+from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
+from .core.writer import (DEFAULT_SHARD_SIZE, TOPIC_PATH_TRAPS, ShardWriter, WithDenseStore, atomic_write, quantize,
+                          query_line, write_corpus_shards)
 from .encoders import build_encoder
-from .presets import available_presets, load_preset
-from .writer import ShardWriter, atomic_write, quantize, query_line, write_corpus_shards
+from .encoders.dense import POOLINGS, TransformerDenseEncoder
+from .stores.dense import DenseStoreWriter
 
-DEFAULT_SHARD_SIZE = 10_000
-TOPIC_PATH_TRAPS = ("cacm", "beir")
 
 
 def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:
@@ -108,9 +109,8 @@ def resolve_settings(args) -> dict:
     """Preset settings with the command line's overrides applied."""
     if args.side == "dense":
         return {}
-    settings = load_preset(args.encoder)
     side = "doc" if args.side == "corpus" else "query"
-    overrides = {
+    return encoder_settings(args.encoder, **{
         "model": args.model,
         "batch_size": args.batch_size,
         f"{side}_max_length": args.max_length,
@@ -121,89 +121,7 @@ def resolve_settings(args) -> dict:
         "query_weights": getattr(args, "query_weights", None),
         "chat_template": args.chat_template,
         "dtype": args.dtype,
-    }
-    settings.update({k: v for k, v in overrides.items() if v is not None})
-    for key in ("batch_size", f"{side}_max_length", f"{side}_top_k", "impact_scale"):
-        value = settings.get(key)
-        if value is not None and value <= 0:
-            raise InputError(f"{key.replace('_', '-')} must be positive, got {value}")
-    settings.setdefault("impact_scale", 100)
-    settings.setdefault("batch_size", 32)
-    return settings
-
-
-def encode_in_length_order(encode, texts: list[str], batch_size: int, progress=None) -> list[dict]:
-    """Encode texts in batches of similar length (less padding); results in the input order."""
-    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    results: list[dict | None] = [None] * len(texts)
-    for start in range(0, len(order), batch_size):
-        batch = order[start:start + batch_size]
-        for i, vector in zip(batch, encode([texts[i] for i in batch])):
-            results[i] = vector
-        if progress is not None:
-            progress.update(len(batch))
-    return results
-
-
-def input_identity(source: str) -> dict:
-    path = Path(source)
-    if path.is_dir():
-        path = next((path / n for n in ("corpus.jsonl", "corpus.jsonl.gz") if (path / n).is_file()), path)
-    if path.is_file():
-        stat = path.stat()
-        return {"input": str(path.resolve()), "input_bytes": stat.st_size, "input_mtime_ns": stat.st_mtime_ns}
-    return {"input": source}
-
-
-def progress_bar(total: int, quiet: bool, unit: str):
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit=unit, disable=quiet, dynamic_ncols=True, smoothing=0.1)
-
-
-def checked_corpus(source: str) -> CorpusCheck:
-    """Validate the corpus once before encoding (ids, duplicates) and warn about empty texts."""
-    check = CorpusCheck(source).run()
-    if check.count == 0:
-        raise InputError(f"{source}: corpus has no documents")
-    if check.empty:
-        warn(f"{check.empty} of {check.count} documents have empty text; they are encoded anyway")
-    return check
-
-
-class WithDenseStore:
-    """A sparse shard writer and a dense store filled shard by shard from the same forward pass.
-
-    The dense part of a shard is written before its sparse shard, so a complete sparse shard
-    always has its dense part and resuming stays correct. Records are (sparse records, (ids, matrix))."""
-
-    def __init__(self, sparse: ShardWriter, dense: DenseStoreWriter):
-        self.sparse, self.dense = sparse, dense
-
-    def is_complete(self, index: int) -> bool:
-        return self.sparse.is_complete(index) and self.dense.is_complete(index)
-
-    def adopt(self, index: int) -> None:
-        self.sparse.adopt(index)
-
-    def write_shard(self, index: int, records) -> None:
-        sparse_records, dense_part = records
-        self.dense.write_shard(index, dense_part)
-        self.sparse.write_shard(index, sparse_records)
-
-    def abandon(self) -> None:
-        self.dense.abandon()
-        self.sparse.abandon()
-
-
-def write_shards_or_stop(docs, writer, args, to_records, progress, total: int, done) -> int:
-    """`write_corpus_shards` with Ctrl-C turned into one line saying how to resume."""
-    try:
-        return write_corpus_shards(docs, writer, args.shard_size, to_records, progress)
-    except KeyboardInterrupt:
-        progress.close()
-        fail(f"interrupted: {done()} of {total} documents are in complete shards for {args.output}; "
-             f"run the same command again to resume", code=130)
+    })
 
 
 def encode_corpus(args, settings: dict) -> None:
@@ -215,41 +133,29 @@ def encode_corpus(args, settings: dict) -> None:
     manifest_settings = {"preset": settings.get("name"), "encoder": encoder.describe(),
                          "impact_scale": impact_scale, "shard_size": args.shard_size,
                          "documents": check.count, **input_identity(args.input)}
-    dense_store = None
+    store = None
     if args.dense_store:
-        if not hasattr(encoder, "encode_documents_with_dense"):
+        if not encoder.has_dense_side:
             raise InputError(f"--dense-store: encoder {settings.get('name')!r} ({settings.get('family')}) has no "
                              f"dense side; build a store for a dense model with `encode dense`")
         manifest_settings["dense_store"] = str(Path(args.dense_store).resolve())
         store_settings = {k: v for k, v in manifest_settings.items() if k in ("shard_size", "documents", "input")}
-        if hasattr(encoder, "open_store"):  # an encoder with its own store format (sparseembed)
-            dense_store = encoder.open_store(args.dense_store, store_settings, overwrite=args.overwrite)
-        else:
-            dense_store = DenseStoreWriter(args.dense_store, {"encoder": encoder.dense.describe(), **store_settings},
-                                           overwrite=args.overwrite)
+        store = encoder.open_dense_store(args.dense_store, store_settings, overwrite=args.overwrite)
     sparse_writer = ShardWriter(args.output, manifest_settings, overwrite=args.overwrite)
-    writer = WithDenseStore(sparse_writer, dense_store) if dense_store else sparse_writer
+    writer = WithDenseStore(sparse_writer, store) if store else sparse_writer
     started = time.time()
     progress = progress_bar(check.count, args.quiet, "doc")
+    encode = encoder.encode_documents_with_dense if store else encoder.encode_documents
 
     def to_records(shard):
-        texts = [d.text for d in shard]
-        if dense_store is None:
-            vectors = encode_in_length_order(encoder.encode_documents, texts, settings["batch_size"], progress)
-        else:  # (sparse, dense) or (sparse, dense, {name: per-document array}) per document
-            outputs = encode_in_length_order(encoder.encode_documents_with_dense, texts, settings["batch_size"], progress)
-            vectors = [output[0] for output in outputs]
+        outputs = encode_in_length_order(encode, [d.text for d in shard], settings["batch_size"], progress)
+        vectors = [output[0] for output in outputs] if store else outputs
         records = [{"id": doc.id, "contents": doc.text, "vector": quantize(vector, impact_scale)}
                    for doc, vector in zip(shard, vectors)]
-        if dense_store is None:
-            return records
-        if hasattr(encoder, "open_store"):  # its own store format: (docids, one part per document)
-            return records, ([d.id for d in shard], [output[1] for output in outputs])
-        ragged = {name: [output[2][name] for output in outputs] for name in (outputs[0][2] if len(outputs[0]) > 2 else {})}
-        return records, ([d.id for d in shard], np.stack([output[1] for output in outputs]), ragged)
+        return (records, ([d.id for d in shard], [output[1] for output in outputs])) if store else records
 
-    encoded_now = write_shards_or_stop(read_corpus(args.input), writer, args, to_records, progress,
-                                       check.count, lambda: sparse_writer.totals()[0])
+    encoded_now = write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress,
+                                      check.count, args.output)
     progress.close()
     documents, nonzeros = sparse_writer.totals()
     elapsed = time.time() - started
@@ -262,11 +168,11 @@ def encode_corpus(args, settings: dict) -> None:
         "seconds_this_run": round(elapsed, 2),
         "documents_per_second_this_run": round(encoded_now / elapsed, 2) if elapsed > 0 else None,
     })
-    if dense_store is not None:
-        dense_store.finish(check.count, {"toolkit_version": __version__})
+    if store is not None:
+        store.finish(check.count, {"toolkit_version": __version__})
     print(f"encoded {documents} documents into {len(sparse_writer.shards)} shard(s) in {args.output} "
           f"({nonzeros / max(documents, 1):.1f} non-zero terms per document; "
-          f"manifest {sparse_writer.manifest})" + (f"; dense vectors in {args.dense_store}" if dense_store else ""),
+          f"manifest {sparse_writer.manifest})" + (f"; dense vectors in {args.dense_store}" if store else ""),
           file=sys.stderr)
 
 
@@ -287,10 +193,10 @@ def encode_dense(args) -> None:
 
     def to_records(shard):
         rows = encode_in_length_order(encoder.encode_documents, [d.text for d in shard], args.batch_size, progress)
-        return [d.id for d in shard], np.stack(rows)
+        return [d.id for d in shard], rows
 
-    encoded_now = write_shards_or_stop(read_corpus(args.input), writer, args, to_records, progress,
-                                       check.count, writer.documents_done)
+    encoded_now = write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress,
+                                      check.count, args.output)
     progress.close()
     elapsed = time.time() - started
     manifest = writer.finish(check.count, {
@@ -317,13 +223,11 @@ def encode_queries(args, settings: dict) -> None:
         warn(f"{args.output}: plain `pyserini.search.lucene` reads topic paths containing "
              f"{' or '.join(TOPIC_PATH_TRAPS)} with a special reader; use `python -m lsr_pyserini.lucene search`, "
              f"which works around it, or another file name")
-    encoder = build_encoder(settings)
+    query_encoder = QueryEncoder.from_settings(settings)
     progress = progress_bar(len(queries), args.quiet, "query")
-    vectors = encode_in_length_order(encoder.encode_queries, [q.text for q in queries],
-                                     settings["batch_size"], progress)
+    vectors = query_encoder.encode_floats([q.text for q in queries], progress)
     progress.close()
-    scale = settings.get("query_impact_scale") or settings["impact_scale"]
-    impacts = [quantize(vector, scale) for vector in vectors]
+    impacts = [query_encoder.impacts(vector) for vector in vectors]
     no_terms = sum(not imp for imp in impacts)
     if no_terms:
         warn(f"{no_terms} queries have no term left after quantisation; they will retrieve nothing")
@@ -340,10 +244,7 @@ def encode_queries(args, settings: dict) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     settings = resolve_settings(args)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     if args.side == "dense":
         encode_dense(args)
     else:

@@ -14,11 +14,13 @@ import json
 import sys
 from pathlib import Path
 
-from .cli import run_main
-from .data import CorpusCheck, InputError, read_corpus
-from .encode import encode_in_length_order, progress_bar
-from .encoders.tilde import TildeModel, TildeStore
-from .writer import atomic_write
+from .core.batching import encode_in_length_order
+from .core.cli import progress_bar, run_main
+from .core.errors import InputError
+from .core.readers import CorpusCheck, read_corpus
+from .encoders.tilde import TildeModel
+from .stores.tilde import TildeStore
+from .core.writer import atomic_write
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,10 +14,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from .cli import run_main, warn
-from .data import InputError, read_run
-from .fusion import METHODS, RRF_K, common_queries, fuse
-from .writer import atomic_write, run_lines
+from .core.cli import run_main, warn
+from .core.readers import InputError, read_run
+from .core.fusion import METHODS, RRF_K, common_queries, fuse
+from .core.writer import atomic_write, run_lines
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .cli import fail
-from .java import JavaNotFound, start_jvm
+from .core.cli import fail
+from .core.java import JavaNotFound, start_jvm
 
 TOOLS = {
     "index": "pyserini.index.lucene",

@@ -12,10 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from .cli import fail, run_main, warn
-from .data import CorpusCheck, InputError, read_corpus, read_queries
-from .encode import DEFAULT_SHARD_SIZE, input_identity, progress_bar
-from .writer import ShardWriter, atomic_write, write_corpus_shards
+from .core.cli import progress_bar, run_main, warn
+from .core.errors import InputError
+from .core.readers import CorpusCheck, input_identity, read_corpus, read_queries
+from .core.writer import DEFAULT_SHARD_SIZE, ShardWriter, atomic_write, write_corpus_shards
 
 
 def prepare_corpus(args) -> None:
@@ -35,11 +35,8 @@ def prepare_corpus(args) -> None:
         progress.update(len(shard))
         return [{"id": doc.id, "contents": doc.text} for doc in shard]
 
-    try:
-        write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress)
-    except KeyboardInterrupt:
-        progress.close()
-        fail("interrupted: run the same command again to resume", code=130)
+    write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress, check.count,
+                        args.output)
     progress.close()
     documents, _ = writer.totals()
     writer.finish({"documents_written": documents, "empty_documents": check.empty})

@@ -17,11 +17,13 @@ import sys
 import time
 from pathlib import Path
 
-from .cli import run_main
-from .data import InputError, read_queries, read_run
-from .fusion import NORMALISATIONS, interpolate, sort_ranking
-from .rerankers import available_rerankers, build_reranker
-from .writer import atomic_write, run_lines
+from .core.cli import run_main, set_threads
+from .core.errors import InputError
+from .core.fusion import NORMALISATIONS
+from .core.readers import read_queries, read_run
+from .core.writer import atomic_write, run_lines
+from .rerankers import (add_reranker_options, available_rerankers, build_reranker, candidates_of,
+                        check_candidates, rerank, reranker_options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,8 +35,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", required=True, help="store written at encoding time (e.g. by `encode dense`)")
     parser.add_argument("--output", required=True, help="re-ranked TREC run to write")
     parser.add_argument("--model", help="query encoder checkpoint (default: the one the store records)")
-    parser.add_argument("--chat-template", metavar="FILE",
-                        help="promptreps: Jinja chat template for a tokenizer without one (default: the store's)")
     parser.add_argument("--hits", type=int, default=1000, help="candidates re-ranked per query (default: 1000)")
     parser.add_argument("--interpolate", type=float, metavar="WEIGHT",
                         help="fuse: WEIGHT x re-ranker + (1 - WEIGHT) x first stage, after per-query "
@@ -42,27 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fusion", choices=NORMALISATIONS, default="minmax",
                         help="per-query normalisation for --interpolate (default: minmax)")
     parser.add_argument("--batch-size", type=int, default=32, help="queries per forward pass (default: 32)")
-    parser.add_argument("--alpha", type=float,
-                        help="tilde: weight of TILDE-QL against TILDE-DL, alpha*QL + (1-alpha)*DL (default: 1, QL only)")
-    parser.add_argument("--hybrid-weights", metavar="HEAD=W,...",
-                        help="bgem3: weights of the dense, sparse and colbert scores, e.g. dense=1,sparse=0.3,colbert=1 "
-                             "(default: the paper's dense=1,sparse=0.3)")
-    parser.add_argument("--cls-weight", type=float,
-                        help="ssr: weight of the [CLS] code similarity; 0 = SSR-tok (default: the model's cls_weight)")
     parser.add_argument("--tag", help="run tag (default: the reranker's name, +fused with --interpolate)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+    add_reranker_options(parser)
     return parser
-
-
-def candidates_of(run: dict, hits: int) -> dict[str, list[tuple[str, float]]]:
-    """Each query's top ``hits`` (docid, first-stage score), in rank order, without duplicates."""
-    top = {}
-    for qid, ranking in run.items():
-        first_scores: dict[str, float] = {}
-        for doc, score in ranking:
-            first_scores.setdefault(doc, score)
-        top[qid] = sorted(first_scores.items(), key=lambda item: -item[1])[:hits]
-    return top
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,10 +54,9 @@ def main(argv: list[str] | None = None) -> None:
         raise InputError(f"--hits and --batch-size must be positive, got {args.hits} and {args.batch_size}")
     if args.interpolate is not None and not 0.0 <= args.interpolate <= 1.0:
         raise InputError(f"--interpolate must be in [0, 1], got {args.interpolate}")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    options = {"model": args.model, "batch_size": args.batch_size,
+               **reranker_options(args.reranker, vars(args))}
+    set_threads(args.threads)
     run = read_run(args.run)
     if not run:
         raise InputError(f"{args.run}: run is empty")
@@ -84,28 +66,16 @@ def main(argv: list[str] | None = None) -> None:
         raise InputError(f"{args.run}: query {lacking[0]!r} has no text in {args.queries} "
                          f"({len(lacking)} of {len(run)} queries lack one)")
     first_stage = candidates_of(run, args.hits)
-    options = {"model": args.model, "batch_size": args.batch_size, "chat_template": args.chat_template,
-               "alpha": args.alpha, "hybrid_weights": args.hybrid_weights, "cls_weight": args.cls_weight}
     reranker = build_reranker(args.reranker, args.store, options)
-    missing = reranker.missing({doc for ranking in first_stage.values() for doc, _ in ranking})
-    if missing:
-        raise InputError(f"{args.run}: document {missing[0]!r} is not in the store {args.store} "
-                         f"({len(missing)} documents of the run's top {args.hits} are missing; "
-                         f"was the store built from the same corpus?)")
-    qids = list(first_stage)
+    check_candidates(reranker, first_stage, args.run, args.store)
     started = time.perf_counter()
-    scores = reranker.score(qids, [texts[q] for q in qids], [[d for d, _ in first_stage[q]] for q in qids])
+    reranked = rerank(reranker, first_stage, texts, args.interpolate, args.fusion)
     elapsed = time.perf_counter() - started
-    reranked = {qid: sort_ranking({doc: s for (doc, _), s in zip(first_stage[qid], row)})
-                for qid, row in zip(qids, scores)}
-    tag = args.tag or args.reranker
-    if args.interpolate is not None:
-        reranked = interpolate(first_stage, reranked, args.interpolate, method=args.fusion)
-        tag = args.tag or f"{args.reranker}+fused"
+    tag = args.tag or (args.reranker if args.interpolate is None else f"{args.reranker}+fused")
     atomic_write(Path(args.output), run_lines(reranked, tag))
     candidates = sum(len(r) for r in first_stage.values())
-    print(f"re-ranked {candidates} candidates of {len(qids)} queries with {args.reranker} in {elapsed:.1f}s "
-          f"({1000 * elapsed / len(qids):.1f} ms per query) into {args.output}", file=sys.stderr)
+    print(f"re-ranked {candidates} candidates of {len(first_stage)} queries with {args.reranker} in {elapsed:.1f}s "
+          f"({1000 * elapsed / len(first_stage):.1f} ms per query) into {args.output}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from .cli import run_main
-from .data import InputError, read_queries
+from .core.cli import run_main
+from .core.readers import InputError, read_queries
 from .rerankers.dense import DenseReranker
-from .writer import atomic_write, run_lines
+from .core.writer import atomic_write, run_lines
 
 
 def build_parser() -> argparse.ArgumentParser:

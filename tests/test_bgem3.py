@@ -13,13 +13,13 @@ import torch
 import torch.nn.functional as F
 
 from conftest import SAMPLE, error_lines, run_tool
-from lsr_pyserini.data import InputError
+from lsr_pyserini.core.readers import InputError
 from lsr_pyserini.encoders import build_encoder
 from lsr_pyserini.encoders.bgem3 import (HYBRID_WEIGHTS, BgeM3Encoder, BgeM3Model, candidate_scores,
                                          colbert_score, dense_score, hybrid_score, sparse_score,
                                          term_for_piece)
-from lsr_pyserini.presets import load_preset
-from lsr_pyserini.writer import manifest_path, quantize
+from lsr_pyserini.core.presets import load_preset
+from lsr_pyserini.core.writer import manifest_path, quantize
 
 XLMR_SPECIAL = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # XLM-R's ids 0..4
 PHRASE = "new york"  # an added token with a space in it: a piece Lucene would split
@@ -212,7 +212,7 @@ def test_preset_and_registry(tiny_bgem3):
     top3 = encoder.encode_documents([TEXTS[0]])[0]
     full = encoder.model.encode([TEXTS[0]], "documents", heads=("sparse",)).sparse[0]
     assert sorted(top3) == sorted(sorted(full, key=full.get, reverse=True)[:3])
-    with pytest.raises(InputError, match="pooling does not apply to the bgem3 family"):
+    with pytest.raises(InputError, match="setting 'pooling' is not read by the bgem3 encoder"):
         build_encoder({**preset, "model": str(tiny_bgem3), "pooling": "max"})
 
 

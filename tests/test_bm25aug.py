@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from conftest import SAMPLE, build_tiny_bert, run_tool
-from lsr_pyserini.data import read_run
-from lsr_pyserini.wordpiece_bm25 import lucene_length
+from lsr_pyserini.core.readers import read_run
+from lsr_pyserini.core.wordpiece_bm25 import lucene_length
 
 SCALE = 100
 
@@ -19,7 +19,7 @@ SCALE = 100
 def command(capsys, *argv, tool: str = "bm25aug") -> tuple[int, str]:
     """Run `python -m lsr_pyserini.TOOL ARGV` in this process (no JVM involved); (exit status, stderr)."""
     from lsr_pyserini.bm25aug import main as bm25aug_main
-    from lsr_pyserini.cli import run_main
+    from lsr_pyserini.core.cli import run_main
     from lsr_pyserini.train.__main__ import main as train_main
 
     entry = {"bm25aug": bm25aug_main, "train": train_main}[tool]
@@ -68,9 +68,9 @@ def search(index, topics, output, *flags):
 
 def test_lucene_scores_equal_the_model_formula(tmp_path, capsys, tiny_body, wordpiece_index, random_heads_model):
     """Also shows that n repetitions of a term in a --pretokenized --bm25 query give it boost n."""
-    from lsr_pyserini.data import read_queries
+    from lsr_pyserini.core.readers import read_queries
     from lsr_pyserini.encoders.bm25aug import QueryAugmenter
-    from lsr_pyserini.wordpiece_bm25 import CorpusVectors
+    from lsr_pyserini.core.wordpiece_bm25 import CorpusVectors
 
     topics = tmp_path / "queries.tsv"
     assert command(capsys, "queries", "--model", random_heads_model, "--index", wordpiece_index,
@@ -102,7 +102,7 @@ def test_lucene_scores_equal_the_model_formula(tmp_path, capsys, tiny_body, word
 
 def test_norm_quantisation_matches_lucene():
     lengths = [0, 1, 23, 24, 25, 31, 40, 57, 100, 255, 1000, 4097, 123456]
-    code = ("import json,sys; from lsr_pyserini.java import start_jvm; start_jvm(); from jnius import autoclass; "
+    code = ("import json,sys; from lsr_pyserini.core.java import start_jvm; start_jvm(); from jnius import autoclass; "
             "S=autoclass('org.apache.lucene.util.SmallFloat'); "
             f"print(json.dumps([S.byte4ToInt(S.intToByte4(n)) for n in {lengths}]))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -195,8 +195,8 @@ def test_bad_input_stops_with_one_line(tmp_path, capsys, tiny_body, wordpiece_in
 
 
 def test_query_lines_keep_the_largest_boosts_and_refuse_overflow():
-    from lsr_pyserini.bm25aug import query_lines
-    from lsr_pyserini.data import InputError
+    from lsr_pyserini.encoders.bm25aug import query_lines
+    from lsr_pyserini.core.readers import InputError
 
     lines, trimmed = query_lines(["q"], [{"a": 0.031, "b": 0.02, "c": 0.004, "##d": 0.05}], 100, 10, 2)
     assert trimmed == 1 and sorted(lines[0].split("\t")[1].split()) == sorted(["##d"] * 5 + ["a"] * 3)

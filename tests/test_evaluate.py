@@ -5,7 +5,7 @@ import math
 import pytest
 
 from conftest import error_lines, run_tool
-from lsr_pyserini.evaluate import effectiveness, paired_p_value
+from lsr_pyserini.core.evaluation import effectiveness, paired_p_value
 
 
 @pytest.fixture()

@@ -2,8 +2,8 @@
 import pytest
 
 from conftest import error_lines, run_tool
-from lsr_pyserini.data import InputError, read_run
-from lsr_pyserini.fusion import fuse, interpolate, normalise
+from lsr_pyserini.core.readers import InputError, read_run
+from lsr_pyserini.core.fusion import fuse, interpolate, normalise
 
 A = {"q1": [("d1", 10.0), ("d2", 8.0), ("d3", 6.0)], "q2": [("d1", 1.0), ("d4", 0.5)]}
 B = {"q1": [("d3", 0.9), ("d1", 0.7), ("d5", 0.5)], "q2": [("d4", 3.0), ("d1", 2.0)]}

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from lsr_pyserini import java
+from lsr_pyserini.core import java
 
 
 def fake_runtime(tmp_path, name, version, modules="java.base"):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import LLAMA3_STYLE_TEMPLATE, SAMPLE, error_lines, run_tool
-from lsr_pyserini.data import read_run
+from lsr_pyserini.core.readers import read_run
 from lsr_pyserini.encoders.promptreps import ASSISTANT_PREFIX, PromptRepsEncoder, escape_term
 
 TEXTS = ["Vitamin D and bone health: 100% of trials", "zinc",

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import build_tiny_bert, run_tool
-from lsr_pyserini.data import InputError, read_corpus
+from lsr_pyserini.core.readers import InputError, read_corpus
 from lsr_pyserini.encoders.sparseembed import SparseEmbedEncoder, SparseEmbedModel, embedding_scores
 from test_train import CORPUS, QRELS, QUERIES, negatives  # noqa: F401  (fixture: every sample document per query)
 
@@ -98,7 +98,7 @@ def test_a_base_without_heads_cannot_encode(tiny_mlm):
 
 
 def test_store_keeps_the_non_zero_components_losslessly(tmp_path):
-    from lsr_pyserini.sparseembed_store import SparseEmbedStore, SparseEmbedStoreWriter
+    from lsr_pyserini.stores.sparseembed import SparseEmbedStore, SparseEmbedStoreWriter
 
     rng = np.random.default_rng(0)
     dim, docs = 12, {}  # 12: masks of 2 bytes, the second half-used
@@ -125,7 +125,7 @@ def test_store_keeps_the_non_zero_components_losslessly(tmp_path):
 
 
 def test_store_round_trip_and_scores_equal_a_direct_computation(trained, store):
-    from lsr_pyserini.sparseembed_store import SparseEmbedStore
+    from lsr_pyserini.stores.sparseembed import SparseEmbedStore
 
     opened = SparseEmbedStore(str(store))
     encoder = SparseEmbedEncoder(str(trained), doc_max_length=48)
@@ -154,7 +154,7 @@ def test_rerank_cli_orders_by_the_embedding_score(trained, store, negatives, tmp
                       "--store", store, "--output", output)
     assert result.returncode == 0, result.stderr
     lines = [line.split() for line in output.read_text().splitlines()]
-    from lsr_pyserini.sparseembed_store import SparseEmbedStore
+    from lsr_pyserini.stores.sparseembed import SparseEmbedStore
 
     opened = SparseEmbedStore(str(store))
     encoder = SparseEmbedEncoder(str(trained))
@@ -182,7 +182,7 @@ def test_efficiency_figures(store, trained, tmp_path, capsys):
 def rerank_refused(capsys, store, run, tmp_path, *extra):
     """The rerank command in this process (as `python -m` runs it): exit 2, one error line, no output."""
     from lsr_pyserini import rerank
-    from lsr_pyserini.cli import run_main
+    from lsr_pyserini.core.cli import run_main
 
     output = tmp_path / "refused.txt"
     argv = ["--reranker", "sparseembed", "--run", str(run), "--queries", str(QUERIES), "--store", str(store),

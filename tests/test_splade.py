@@ -4,10 +4,10 @@ import json
 import pytest
 import torch
 
-from lsr_pyserini.data import InputError
+from lsr_pyserini.core.readers import InputError
 from lsr_pyserini.encoders import build_encoder
 from lsr_pyserini.encoders.splade import SpladeEncoder
-from lsr_pyserini.presets import available_presets, load_preset, resolve_model
+from lsr_pyserini.core.presets import available_presets, load_preset, resolve_model
 
 TEXTS = ["Vitamin D helps the intestine absorb calcium.",
          "A search engine keeps an inverted index that maps every term to documents",

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import SAMPLE, error_lines, run_tool
-from lsr_pyserini.data import InputError
+from lsr_pyserini.core.readers import InputError
 
 FIT = ["--latents", "64", "--k", "8", "--cls-latents", "32", "--cls-k", "4", "--steps", "30", "--cls-steps", "10",
        "--batch-size", "64", "--cls-batch-size", "4", "--dead-after", "100", "--quiet"]
@@ -67,7 +67,7 @@ def test_topk_codes_shape_sparsity_and_unit_norm_decoder():
 
 
 def test_store_round_trip(tmp_path):
-    from lsr_pyserini.ssr.store import TokenRows, TokenRowsWriter
+    from lsr_pyserini.stores.tokens import TokenRows, TokenRowsWriter
 
     rng = np.random.default_rng(0)
     docs = {"a": rng.normal(size=(3, 4)), "b": np.zeros((0, 4)), "c": rng.normal(size=(5, 4))}
@@ -112,7 +112,7 @@ def direct_codes(sae, rows):
 def test_pseudo_terms_are_max_activations_and_queries_adapt_k(pipeline, tiny_encoder_only):
     from lsr_pyserini.ssr.codes import query_terms
     from lsr_pyserini.ssr.sae import SSRModel, adaptive_k
-    from lsr_pyserini.ssr.store import TokenRows
+    from lsr_pyserini.stores.tokens import TokenRows
 
     model = SSRModel.load(str(pipeline / "model"))
     tokens = TokenRows(str(pipeline / "tokens"), "tokens")
@@ -155,10 +155,10 @@ def first_stage(pipeline):
 
 
 def test_ssr_and_maxsim_scores_equal_a_direct_computation(pipeline, first_stage, tiny_encoder_only, tmp_path):
-    from lsr_pyserini.data import read_queries, read_run
+    from lsr_pyserini.core.readers import read_queries, read_run
     from lsr_pyserini.ssr.backbone import TokenEncoder
     from lsr_pyserini.ssr.sae import SSRModel
-    from lsr_pyserini.ssr.store import TokenRows
+    from lsr_pyserini.stores.tokens import TokenRows
 
     run = read_run(str(first_stage))
     assert run and all(len(r) == 5 for r in run.values())

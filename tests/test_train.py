@@ -5,11 +5,13 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
+
+from lsr_pyserini.core.errors import Interrupted
 import torch
 import torch.nn.functional as F
 
 from conftest import SAMPLE, error_lines, run_tool
-from lsr_pyserini.data import InputError
+from lsr_pyserini.core.readers import InputError
 from lsr_pyserini.train import losses
 from lsr_pyserini.train.data import TrainingData
 
@@ -138,7 +140,7 @@ def test_splade_fine_tuning_saves_a_checkpoint_the_encoder_loads(tiny_mlm, tiny_
     encoded = run_tool("encode", "queries", "--encoder", tiny_preset, "--model", out, "--input", QUERIES,
                        "--output", tmp_path / "q.tsv")
     assert encoded.returncode == 0, encoded.stderr
-    wrong = run_tool("encode", "queries", "--encoder", "encoders/tildev2.yaml", "--model", out,
+    wrong = run_tool("encode", "queries", "--encoder", "lsr_pyserini/presets/tildev2.yaml", "--model", out,
                      "--input", QUERIES, "--output", tmp_path / "q2.tsv")
     assert wrong.returncode == 2
     assert "trained as a 'splade' model, not 'tildev2'" in error_lines(wrong)[0]
@@ -170,7 +172,7 @@ def test_same_seed_same_model_and_resume_is_exact(tiny_mlm, negatives, tmp_path)
 
     first = trained(tmp_path / "a")
     assert all(torch.equal(first[k], v) for k, v in trained(tmp_path / "b").items())
-    with pytest.raises(SystemExit):
+    with pytest.raises(Interrupted):
         trained(tmp_path / "c", interrupt_at=3)
     assert (tmp_path / "c" / "checkpoint.pt").is_file()
     resumed = trained(tmp_path / "c")
@@ -214,7 +216,7 @@ def test_tildev2_with_bm25_prior_weights_scores_exactly_wordpiece_bm25(tiny_mlm)
     from transformers import AutoTokenizer
 
     from lsr_pyserini.train.tildev2 import bm25_prior, exact_match_scores
-    from lsr_pyserini.wordpiece_bm25 import CorpusVectors
+    from lsr_pyserini.core.wordpiece_bm25 import CorpusVectors
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_mlm)
     vectors = CorpusVectors(str(CORPUS), tokenizer, 0.9, 0.4, bm25=True)
@@ -237,7 +239,7 @@ def test_tildev2_head_fitted_to_bm25_by_least_squares(tiny_mlm):
 
     from lsr_pyserini.encoders.tildev2 import TildeV2Model
     from lsr_pyserini.train.tildev2 import fit_head_to_bm25
-    from lsr_pyserini.wordpiece_bm25 import CorpusVectors
+    from lsr_pyserini.core.wordpiece_bm25 import CorpusVectors
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_mlm)
     model = TildeV2Model.from_pretrained(str(tiny_mlm), require_head=False).eval()  # no dropout when comparing

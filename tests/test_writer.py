@@ -3,12 +3,16 @@ import json
 
 import pytest
 
-from lsr_pyserini.data import Document, InputError
-from lsr_pyserini.writer import ShardWriter, manifest_path, quantize, query_line, write_corpus_shards
+from lsr_pyserini.core.readers import Document, InputError
+from lsr_pyserini.core.errors import Interrupted
+from lsr_pyserini.core.writer import ShardWriter, manifest_path, quantize, query_line, write_corpus_shards
 
 
 class Progress:
     def update(self, n):
+        pass
+
+    def close(self):
         pass
 
 
@@ -49,8 +53,8 @@ def test_interrupted_run_leaves_only_complete_shards_and_resumes(tmp_path):
         return records(shard)
 
     writer = ShardWriter(str(out), settings)
-    with pytest.raises(KeyboardInterrupt):
-        write_corpus_shards(iter(documents(10)), writer, 3, interrupted, Progress())
+    with pytest.raises(Interrupted, match="6 of 10 documents are in complete shards for vectors"):
+        write_corpus_shards(iter(documents(10)), writer, 3, interrupted, Progress(), 10, "vectors")
     assert sorted(p.name for p in out.iterdir()) == ["part-00000.jsonl", "part-00001.jsonl"]
     assert not (tmp_path / "vectors.partial").exists()
     assert json.loads(manifest_path(out).read_text())["status"] == "running"
@@ -58,14 +62,14 @@ def test_interrupted_run_leaves_only_complete_shards_and_resumes(tmp_path):
     resumed = []
     writer = ShardWriter(str(out), settings)
     written = write_corpus_shards(iter(documents(10)), writer, 3,
-                                  lambda s: resumed.append(s[0].id) or records(s), Progress())
+                                  lambda s: resumed.append(s[0].id) or records(s), Progress(), 10, "vectors")
     writer.finish({})
     assert resumed == ["d6", "d9"] and written == 4
     assert writer.totals() == (10, 10)
 
     fresh = tmp_path / "fresh"
     writer = ShardWriter(str(fresh), settings)
-    write_corpus_shards(iter(documents(10)), writer, 3, records, Progress())
+    write_corpus_shards(iter(documents(10)), writer, 3, records, Progress(), 10, "fresh")
     assert read_shards(out) == read_shards(fresh)
     manifest = json.loads(manifest_path(out).read_text())
     assert manifest["status"] == "complete" and len(manifest["shards"]) == 4
@@ -74,7 +78,7 @@ def test_interrupted_run_leaves_only_complete_shards_and_resumes(tmp_path):
 def test_refuses_other_settings_and_foreign_folders(tmp_path):
     out = tmp_path / "vectors"
     writer = ShardWriter(str(out), {"model": "a"})
-    write_corpus_shards(iter(documents(2)), writer, 5, records, Progress())
+    write_corpus_shards(iter(documents(2)), writer, 5, records, Progress(), 2, "vectors")
     with pytest.raises(InputError, match="other settings \\(model differ\\)"):
         ShardWriter(str(out), {"model": "b"})
     ShardWriter(str(out), {"model": "b"}, overwrite=True)

@@ -1,16 +1,28 @@
-"""The sparse encoder interface and the Hugging Face loading helpers every family shares."""
+"""The sparse encoder interface, with the optional dense side some families compute in the same pass.
+
+An encoder maps a batch of texts to a batch of non-negative `{term: weight}` vectors, one side
+(documents or queries) at a time. Quantising and writing files is not its job (`core/writer.py`).
+
+A family whose forward pass also yields document-side data for a re-ranker (PromptReps' and
+BGE-M3's dense vectors, SparseEmbed's term embeddings) declares it here: `has_dense_side`,
+`encode_documents_with_dense` (one `(sparse vector, dense part)` pair per text) and
+`open_dense_store` (the store writer those parts go to; a shard's records are
+`(docids, [dense part, ...])`). `encode corpus --dense-store` and the Python API use only this.
+"""
 from __future__ import annotations
 
-import os
 from abc import ABC, abstractmethod
+from typing import Any
 
-from ..data import InputError
+from ..core.errors import InputError
 
 SparseVector = dict[str, float]
 
 
 class SparseEncoder(ABC):
     """Maps a batch of texts to a batch of non-negative `{term: weight}` vectors."""
+
+    has_dense_side = False
 
     @abstractmethod
     def encode_documents(self, texts: list[str]) -> list[SparseVector]:
@@ -24,60 +36,26 @@ class SparseEncoder(ABC):
         """Settings that determine the output, recorded in manifests (JSON-serialisable)."""
         return {}
 
+    # -- the optional dense side -------------------------------------------------------------
+    def encode_documents_with_dense(self, texts: list[str]) -> list[tuple[SparseVector, Any]]:
+        """(sparse vector, dense part) per document from one forward pass."""
+        raise InputError(f"encoder {self.describe().get('family')!r} has no dense side; build a store for a "
+                         f"dense model with `encode dense`")
 
-def model_error(reference: str, err: Exception) -> InputError:
-    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
-    hint = " (HF_HUB_OFFLINE=1 is set: pass a local folder with --model)" if offline else ""
-    detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    return InputError(f"cannot load model {reference!r}: {detail}{hint}")
-
-
-def load_tokenizer(path: str):
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(path)
-    except Exception as err:  # transformers raises many types for a bad folder or hub id
-        raise model_error(path, err) from None
+    def open_dense_store(self, path: str, settings: dict, overwrite: bool = False):
+        """The store writer for `encode_documents_with_dense`'s dense parts."""
+        raise InputError(f"encoder {self.describe().get('family')!r} has no dense side; build a store for a "
+                         f"dense model with `encode dense`")
 
 
-FAMILY_FILE = "lsr_family.json"
+class DenseVectorSide:
+    """Mixin for encoders whose dense side is a vector per document (plus optional per-document
+    arrays), written to a dense store (faiss); `self.dense` is the side's own encoder, whose
+    `describe()` the store records so that re-rankers rebuild the query encoder from it."""
 
+    has_dense_side = True
 
-def check_family(path: str, expected: str) -> None:
-    """Refuse a checkpoint this toolkit trained for another model family."""
-    import json
-    from pathlib import Path
+    def open_dense_store(self, path: str, settings: dict, overwrite: bool = False):
+        from ..stores.dense import DenseStoreWriter
 
-    marker = Path(path) / FAMILY_FILE
-    if marker.is_file():
-        family = json.loads(marker.read_text()).get("family")
-        if family != expected:
-            raise InputError(f"checkpoint {path} was trained as a {family!r} model, not {expected!r}")
-
-
-def write_family(path, family: str, **details) -> None:
-    import json
-    from pathlib import Path
-
-    (Path(path) / FAMILY_FILE).write_text(json.dumps({"family": family, **details}, indent=2) + "\n")
-
-
-def load_quietly(loader, path: str, what: str, **kwargs):
-    """`loader.from_pretrained(path, **kwargs)` with transformers' load report silenced (weights a
-    head-less class does not use are expected); InputError when the checkpoint lacks weights."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        model, info = loader.from_pretrained(path, output_loading_info=True, **kwargs)
-    except Exception as err:
-        raise model_error(path, err) from None
-    finally:
-        hf_logging.set_verbosity(verbosity)
-    missing = sorted(info.get("missing_keys", ()))
-    if missing:
-        raise InputError(f"model {path!r}: {what} (missing {', '.join(missing[:3])}"
-                         f"{', ...' if len(missing) > 3 else ''})")
-    return model
+        return DenseStoreWriter(path, {"encoder": self.dense.describe(), **settings}, overwrite=overwrite)

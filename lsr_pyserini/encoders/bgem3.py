@@ -39,10 +39,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..data import InputError
-from ..presets import resolve_model
+from ..core.errors import InputError
+from ..core.presets import resolve_model
 from . import register
-from .base import SparseEncoder, SparseVector, load_quietly, load_tokenizer, model_error
+from ..core.hf import load_quietly, load_tokenizer, model_error
+from .base import DenseVectorSide, SparseEncoder, SparseVector
 
 SPARSE_HEAD_FILE = "sparse_linear.pt"
 COLBERT_HEAD_FILE = "colbert_linear.pt"
@@ -264,16 +265,12 @@ def hybrid_score(scores: Mapping[str, torch.Tensor | float],
 
 
 # -- the sparse encoder the `encode` command uses ------------------------------------------------
-class BgeM3Encoder(SparseEncoder):
+@register("bgem3")
+class BgeM3Encoder(DenseVectorSide, SparseEncoder):
     """BGE-M3's sparse head as a `SparseEncoder` (the dense and ColBERT heads are not computed)."""
 
     def __init__(self, model: str, doc_max_length: int = 512, query_max_length: int = 64,
-                 doc_top_k: int | None = None, query_top_k: int | None = None, **settings):
-        for key in ("pooling", "query_weights"):
-            if settings.get(key) is not None:
-                raise InputError(f"{key} does not apply to the bgem3 family (it is a SPLADE setting)")
-        if settings.get("query_mode") not in (None, "model"):
-            raise InputError(f"query_mode {settings['query_mode']!r} does not apply to the bgem3 family")
+                 doc_top_k: int | None = None, query_top_k: int | None = None):
         self.top_k = {"documents": doc_top_k, "queries": query_top_k}
         self.model = BgeM3Model(model, doc_max_length=doc_max_length, query_max_length=query_max_length)
 
@@ -298,10 +295,10 @@ class BgeM3Encoder(SparseEncoder):
         the ColBERT vectors (float16) and the whole sparse head as vocabulary ids and weights."""
         output, by_id = self.model.encode_for_store(texts, "documents")
         sparse = self._prune(output.sparse, "documents")
-        return [(vector, dense.numpy(), {
+        return [(vector, (dense.numpy(), {
                     "colbert": colbert.numpy().astype(np.float16),
                     "sparse_ids": np.fromiter(weights.keys(), dtype=np.int32, count=len(weights)),
-                    "sparse_weights": np.fromiter(weights.values(), dtype=np.float32, count=len(weights))})
+                    "sparse_weights": np.fromiter(weights.values(), dtype=np.float32, count=len(weights))}))
                 for vector, dense, colbert, weights in zip(sparse, output.dense, output.colbert, by_id)]
 
     @property
@@ -336,7 +333,3 @@ def dense_encoder(settings: dict) -> BgeM3Dense:
     return BgeM3Dense(BgeM3Model(settings["model"], doc_max_length=settings.get("doc_max_length", 512),
                                  query_max_length=settings.get("query_max_length", 64)))
 
-
-@register("bgem3")
-def build(settings: dict) -> BgeM3Encoder:
-    return BgeM3Encoder(**settings)

@@ -30,14 +30,16 @@ from pathlib import Path
 
 import torch
 
-from ..data import InputError
-from ..presets import resolve_model
+from ..core.errors import InputError
+from ..core.presets import preset_model, resolve_model
 from . import register
-from .base import FAMILY_FILE, SparseEncoder, SparseVector, check_family, load_quietly, load_tokenizer, write_family
+from ..core.hf import FAMILY_FILE, check_family, load_quietly, load_tokenizer, read_family, write_family
+from .base import SparseEncoder, SparseVector
 
 HEADS_FILE = "bm25aug_heads.safetensors"
 AUGMENT_INIT_BIAS = 1e-3
 FAMILY = "bm25aug"
+LUCENE_MAX_CLAUSES = 1024  # Lucene's default IndexSearcher.maxClauseCount
 
 
 class QueryAugmenter(torch.nn.Module):
@@ -175,7 +177,79 @@ class BM25AugEncoder(SparseEncoder):
 
 
 @register(FAMILY)
-def build(settings: dict) -> BM25AugEncoder:
-    return BM25AugEncoder(QueryAugmenter.load(settings["model"], augment=settings.get("augment"),
-                                              weighting=settings.get("weighting"),
-                                              query_max_length=settings.get("query_max_length")))
+def build(model: str, augment: bool | None = None, weighting: bool | None = None,
+          query_max_length: int | None = None) -> BM25AugEncoder:
+    return BM25AugEncoder(QueryAugmenter.load(model, augment=augment, weighting=weighting,
+                                              query_max_length=query_max_length))
+
+
+class AugmentedQueries:
+    """Augmented, re-weighted BM25 queries for one WordPiece index: the `qid<TAB>tokens` lines
+    `bm25aug queries` writes (each token repeated round(boost x boost_scale) times), which
+    Pyserini's BM25 with whitespace analysis scores as the model's formula."""
+
+    def __init__(self, model: str, index: str, boost_scale: float = 100, max_boost: int = 10_000,
+                 max_terms: int = LUCENE_MAX_CLAUSES, augment: bool | None = None, weighting: bool | None = None,
+                 batch_size: int = 32):
+        from ..core.wordpiece_bm25 import check_index_tokenizer
+
+        if boost_scale <= 0 or max_boost <= 0 or max_terms <= 0:
+            raise InputError("--boost-scale, --max-boost and --max-terms must be positive")
+        self.reference = model
+        self.path = resolve_model(preset_model(model))
+        self.model = QueryAugmenter.load(self.path, augment=augment, weighting=weighting).eval()
+        self.record = check_index_tokenizer(index, self.model.tokenizer, model)
+        self.trained = read_family(self.path)
+        if self.trained.get("scoring") and self.trained["scoring"] != self.record.get("scoring"):
+            raise InputError(f"{model} was trained for {self.trained['scoring']!r} scoring but {index} is a "
+                             f"{self.record.get('scoring')!r} index")
+        self.boost_scale, self.max_boost, self.max_terms = boost_scale, max_boost, max_terms
+        self.batch_size = batch_size
+        self.encoder = BM25AugEncoder(self.model, min_weight=0.5 / boost_scale)  # lighter weights round to 0
+
+    @property
+    def bm25(self) -> tuple[float, float]:
+        """The BM25 k1, b the model was trained with."""
+        from ..core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1
+
+        return self.trained.get("k1", DEFAULT_K1), self.trained.get("b", DEFAULT_B)
+
+    def check_searchable(self, queries: list[tuple[str, str]], source: str) -> None:
+        """InputError for a query that tokenizes to nothing searchable."""
+        from ..core.wordpiece_bm25 import pretokenize
+
+        special = set(self.model.tokenizer.all_special_tokens)
+        empty = [qid for (qid, _), tokens in zip(queries, pretokenize(self.model.tokenizer, [t for _, t in queries]))
+                 if not set(tokens) - special]
+        if empty:
+            more = f"; {len(empty) - 1} more such queries" if len(empty) > 1 else ""
+            raise InputError(f"{source}: query {empty[0]!r} tokenizes to nothing searchable with the tokenizer "
+                             f"of {self.reference} (no token, or unknown characters only){more}")
+
+    def lines(self, queries: list[tuple[str, str]], progress=None) -> tuple[list[str], int]:
+        """TSV lines for (qid, text) queries and how many queries lost low-boost terms to the clause limit."""
+        from ..core.batching import encode_in_length_order
+
+        with torch.inference_mode():
+            vectors = encode_in_length_order(self.encoder.encode_queries, [text for _, text in queries],
+                                             self.batch_size, progress)
+        return query_lines([qid for qid, _ in queries], vectors, self.boost_scale, self.max_boost, self.max_terms)
+
+
+def query_lines(qids: list[str], vectors: list[dict[str, float]], boost_scale: float, max_boost: int,
+                max_terms: int) -> tuple[list[str], int]:
+    """TSV lines and how many queries lost low-boost terms to the clause limit."""
+    from ..core.writer import quantize, query_line
+
+    lines, trimmed = [], 0
+    for qid, vector in zip(qids, vectors):
+        boosts = quantize(vector, boost_scale)
+        for term, boost in boosts.items():
+            if boost > max_boost:
+                raise InputError(f"query {qid}: term {term!r} would get boost {boost} (weight {vector[term]:.4g} "
+                                 f"x scale {boost_scale:g}), above --max-boost {max_boost}: lower --boost-scale")
+        if len(boosts) > max_terms:
+            trimmed += 1
+            boosts = dict(sorted(boosts.items(), key=lambda item: -item[1])[:max_terms])
+        lines.append(query_line(qid, boosts))
+    return lines, trimmed

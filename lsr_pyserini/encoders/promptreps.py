@@ -31,10 +31,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data import InputError
-from ..presets import resolve_model
+from ..core.errors import InputError
+from ..core.presets import resolve_model
 from . import register
-from .base import SparseEncoder, SparseVector, load_tokenizer, model_error
+from ..core.hf import load_tokenizer, model_error
+from .base import DenseVectorSide, SparseEncoder, SparseVector
 
 SYSTEM_PROMPT = "You are an AI assistant that can understand human language."
 USER_PROMPTS = {
@@ -87,10 +88,11 @@ def load_chat_template(value: str | None) -> str | None:
     return value
 
 
-class PromptRepsEncoder(SparseEncoder):
+@register("promptreps")
+class PromptRepsEncoder(DenseVectorSide, SparseEncoder):
     def __init__(self, model: str, doc_max_length: int = 512, query_max_length: int = 64,
                  doc_top_k: int | None = 128, query_top_k: int | None = 128, chat_template: str | None = None,
-                 dtype: str = "auto", device: str = "auto", **_ignored):
+                 dtype: str = "auto", device: str = "auto"):
         self.model_reference = model
         self.path = resolve_model(model)
         self.max_length = {"documents": int(doc_max_length), "queries": int(query_max_length)}
@@ -228,7 +230,3 @@ class PromptRepsDense:
     def describe(self) -> dict:
         return self.encoder.describe()
 
-
-@register("promptreps")
-def build(settings: dict) -> PromptRepsEncoder:
-    return PromptRepsEncoder(**settings)

@@ -20,11 +20,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data import InputError
-from ..presets import resolve_model
+from ..core.errors import InputError
+from ..core.presets import resolve_model
 from . import register
-from .base import FAMILY_FILE, SparseEncoder, SparseVector, load_tokenizer
-from .splade import VOCAB_SLICE, _HeadInput, load_masked_lm
+from ..core.hf import FAMILY_FILE, load_tokenizer
+from .base import SparseEncoder, SparseVector
+from ..core.hf import load_masked_lm
+from .splade import VOCAB_SLICE, _HeadInput
 
 HEADS_FILE = "sparseembed_heads.pt"
 DIMENSIONS = (16, 32, 64)
@@ -131,7 +133,7 @@ class SparseEmbedModel(torch.nn.Module):
         return digest.hexdigest()[:16]
 
     def save(self, folder) -> None:
-        from .base import write_family
+        from ..core.hf import write_family
 
         self.mlm.save_pretrained(folder)
         self.tokenizer.save_pretrained(folder)
@@ -147,9 +149,10 @@ def embedding_scores(query_ids: torch.Tensor, query_embeddings: torch.Tensor, do
     return (dots * match).sum(dim=(1, 3))
 
 
+@register("sparseembed")
 class SparseEmbedEncoder(SparseEncoder):
     def __init__(self, model: str, doc_max_length: int = 256, query_max_length: int = 64,
-                 doc_top_k: int | None = 256, query_top_k: int | None = 64, **_ignored):
+                 doc_top_k: int | None = 256, query_top_k: int | None = 64):
         self.model_reference = model
         self.path = resolve_model(model)
         self.model = SparseEmbedModel(self.path).eval()
@@ -184,13 +187,15 @@ class SparseEmbedEncoder(SparseEncoder):
     def encode_queries(self, texts: list[str]) -> list[SparseVector]:
         return [vector for vector, _, _ in self.terms_and_embeddings(texts, "queries")]
 
+    has_dense_side = True
+
     def encode_documents_with_dense(self, texts: list[str]):
         """(sparse vector, (term ids, embeddings)) per document, for `encode corpus --dense-store`."""
         return [(vector, (ids, emb)) for vector, ids, emb in self.terms_and_embeddings(texts, "documents")]
 
-    def open_store(self, path: str, settings: dict, overwrite: bool = False):
+    def open_dense_store(self, path: str, settings: dict, overwrite: bool = False):
         """The writer for this encoder's `--dense-store`: a SparseEmbed term-embedding store."""
-        from ..sparseembed_store import SparseEmbedStoreWriter
+        from ..stores.sparseembed import SparseEmbedStoreWriter
 
         return SparseEmbedStoreWriter(path, {**settings, "encoder": self.describe(), "identity": self.identity()},
                                       overwrite=overwrite)
@@ -206,7 +211,3 @@ class SparseEmbedEncoder(SparseEncoder):
                 "doc_max_length": self.max_length["documents"], "query_max_length": self.max_length["queries"],
                 "doc_top_k": self.top_k["documents"], "query_top_k": self.top_k["queries"]}
 
-
-@register("sparseembed")
-def build(settings: dict) -> SparseEmbedEncoder:
-    return SparseEmbedEncoder(**settings)

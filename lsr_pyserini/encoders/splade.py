@@ -17,10 +17,11 @@ from pathlib import Path
 
 import torch
 
-from ..data import InputError
-from ..presets import resolve_model
+from ..core.errors import InputError
+from ..core.presets import resolve_model
 from . import register
-from .base import SparseEncoder, SparseVector, check_family, load_tokenizer, model_error
+from ..core.hf import load_masked_lm, load_tokenizer, model_error
+from .base import SparseEncoder, SparseVector
 
 VOCAB_SLICE = 4096  # rows of the output embedding projected at once (~16 MiB of logits per 256 tokens)
 POOLINGS = ("max", "sum")
@@ -47,34 +48,7 @@ def run_to_head(model, encoded) -> torch.Tensor:
     raise RuntimeError("the model never reached its output-embedding layer")
 
 
-def load_masked_lm(path: str, family: str = "splade"):
-    """A masked-LM model; InputError when the checkpoint has no (trained) MLM head, or when this
-    toolkit trained it for another family than `family`."""
-    from transformers import AutoConfig, AutoModelForMaskedLM
-
-    check_family(path, family)
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except Exception as err:
-        raise model_error(path, err) from None
-    try:
-        model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
-    except ValueError as err:
-        if "Unrecognized configuration class" in str(err):
-            raise InputError(f"model {path!r}: {config.model_type} has no masked-LM head (SPLADE needs one)") from None
-        raise model_error(path, err) from None
-    except Exception as err:
-        raise model_error(path, err) from None
-    missing = sorted(info.get("missing_keys", ()))
-    if missing:
-        base = f"{model.base_model_prefix}."
-        what = "has no masked-LM head" if any(not k.startswith(base) for k in missing) else "is incomplete"
-        raise InputError(
-            f"model {path!r}: checkpoint {what} (missing {', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})"
-        )
-    return model.eval()
-
-
+@register("splade")
 class SpladeEncoder(SparseEncoder):
     def __init__(
         self,
@@ -86,7 +60,6 @@ class SpladeEncoder(SparseEncoder):
         query_top_k: int | None = None,
         query_mode: str = "model",
         query_weights: str | None = None,
-        **_ignored,
     ):
         if pooling not in POOLINGS:
             raise InputError(f"pooling {pooling!r} is not one of {', '.join(POOLINGS)}")
@@ -220,7 +193,3 @@ class SpladeEncoder(SparseEncoder):
             "query_weights": self.query_weights_source,
         }
 
-
-@register("splade")
-def build(settings: dict) -> SpladeEncoder:
-    return SpladeEncoder(**settings)

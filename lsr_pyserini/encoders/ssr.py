@@ -7,18 +7,19 @@ for exact re-ranking. `encode corpus` works too (same pseudo-terms, no code stor
 """
 from __future__ import annotations
 
-from ..data import InputError
+from ..core.errors import InputError
 from ..ssr.codes import SSRCoder, codes, document_terms, query_terms
 from . import register
 from .base import SparseEncoder, SparseVector
 
 
+@register("ssr")
 class SSREncoder(SparseEncoder):
-    def __init__(self, model: str | None = None, backbone: str | None = None, **_ignored):
+    def __init__(self, model: str | None = None, backbone: str | None = None):
         if not model:
             raise InputError("ssr: no SSR model folder: train one with `python -m lsr_pyserini.ssr fit` "
                              "and pass it with --model")
-        from ..presets import resolve_model
+        from ..core.presets import resolve_model
 
         self.model_reference = model
         self.coder = SSRCoder(resolve_model(model), backbone)
@@ -36,7 +37,3 @@ class SSREncoder(SparseEncoder):
         return {"family": "ssr", "model": self.model_reference, "backbone": model.backbone,
                 "token_sae": model.token_sae.describe(), "cls_sae": model.cls_sae.describe(), **model.settings}
 
-
-@register("ssr")
-def build(settings: dict) -> SSREncoder:
-    return SSREncoder(**settings)

@@ -16,10 +16,11 @@ from pathlib import Path
 
 import torch
 
-from ..data import InputError
-from ..presets import resolve_model
+from ..core.errors import InputError
+from ..core.presets import resolve_model
 from . import register
-from .base import SparseEncoder, SparseVector, check_family, load_quietly, load_tokenizer, model_error
+from ..core.hf import check_family, load_quietly, load_tokenizer, model_error
+from .base import SparseEncoder, SparseVector
 
 
 def _head_state(path: str) -> dict[str, torch.Tensor]:
@@ -99,8 +100,9 @@ def document_vectors(weights: torch.Tensor, input_ids: torch.Tensor, mask: torch
     return vectors
 
 
+@register("tildev2")
 class TildeV2Encoder(SparseEncoder):
-    def __init__(self, model: str, doc_max_length: int = 512, query_max_length: int = 64, **_ignored):
+    def __init__(self, model: str, doc_max_length: int = 512, query_max_length: int = 64):
         self.model_reference = model
         self.path = resolve_model(model)
         check_family(self.path, "tildev2")
@@ -136,7 +138,3 @@ class TildeV2Encoder(SparseEncoder):
         return {"family": "tildev2", "model": self.model_reference, "model_path": self.path,
                 "doc_max_length": self.max_length["documents"], "query_max_length": self.max_length["queries"]}
 
-
-@register("tildev2")
-def build(settings: dict) -> TildeV2Encoder:
-    return TildeV2Encoder(**settings)

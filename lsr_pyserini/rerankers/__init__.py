@@ -2,20 +2,43 @@
 
 A re-ranker is built from a store path and options and reads document-side data only from that
 store, written at encoding time (dense vectors in faiss, ...): no document is encoded at query
-time. Each family registers a builder in `RERANKERS` under the name `--reranker` takes.
+time. Each family registers a builder under the name `--reranker` takes, with the command-line
+options it reads (`Option`); `rerank` is the one scoring path the `rerank` command and
+`lsr_pyserini.Searcher` share.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
+from ..core.errors import InputError
+from ..core.fusion import interpolate as interpolate_runs
+from ..core.fusion import sort_ranking
 from .base import Reranker
 
+Run = dict[str, list[tuple[str, float]]]
 RERANKERS: dict[str, Callable[[str, dict], Reranker]] = {}
+OPTIONS: dict[str, list["Option"]] = {}
 
 
-def register(name: str):
+@dataclass(frozen=True)
+class Option:
+    """A re-ranker's own command-line option (`--cls-weight` -> options["cls_weight"])."""
+
+    flag: str
+    help: str
+    type: Callable = float
+    metavar: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+def register(name: str, options: tuple[Option, ...] = ()):
     def decorator(builder):
         RERANKERS[name] = builder
+        OPTIONS[name] = list(options)
         return builder
 
     return decorator
@@ -30,13 +53,71 @@ def available_rerankers() -> list[str]:
     return sorted(RERANKERS)
 
 
-def build_reranker(name: str, store: str, options: dict) -> Reranker:
-    from ..data import InputError
+def add_reranker_options(parser) -> None:
+    """Every re-ranker's own options, each flag once, its help naming the re-rankers that read it."""
+    _load_families()
+    owners: dict[str, tuple[Option, list[str]]] = {}
+    for name in sorted(OPTIONS):
+        for option in OPTIONS[name]:
+            owners.setdefault(option.flag, (option, []))[1].append(name)
+    group = parser.add_argument_group("options of one re-ranker")
+    for flag, (option, names) in owners.items():
+        group.add_argument(flag, type=option.type, metavar=option.metavar,
+                           help=f"{', '.join(names)}: {option.help}")
 
+
+def reranker_options(name: str, values: dict) -> dict:
+    """The options re-ranker `name` reads, from `values` (dest -> value, None = not given);
+    InputError for an option given that belongs to other re-rankers only."""
+    _load_families()
+    own = {option.dest for option in OPTIONS.get(name, [])}
+    for other, options in sorted(OPTIONS.items()):
+        for option in options:
+            if option.dest not in own and values.get(option.dest) is not None:
+                raise InputError(f"{option.flag} is an option of the {other!r} re-ranker, not of {name!r}")
+    return {dest: values.get(dest) for dest in own}
+
+
+def build_reranker(name: str, store: str, options: dict) -> Reranker:
     _load_families()
     if name not in RERANKERS:
         raise InputError(f"unknown reranker {name!r} (known: {', '.join(sorted(RERANKERS))})")
     return RERANKERS[name](store, options)
 
 
-__all__ = ["Reranker", "build_reranker", "available_rerankers", "register", "RERANKERS"]
+def candidates_of(run: Run, hits: int) -> Run:
+    """Each query's top ``hits`` (docid, first-stage score), in rank order, without duplicates."""
+    top = {}
+    for qid, ranking in run.items():
+        first_scores: dict[str, float] = {}
+        for doc, score in ranking:
+            first_scores.setdefault(doc, score)
+        top[qid] = sorted(first_scores.items(), key=lambda item: -item[1])[:hits]
+    return top
+
+
+def check_candidates(reranker: Reranker, first_stage: Run, source: str, store: str) -> None:
+    """InputError when a candidate is not in the re-ranker's store (before any scoring)."""
+    missing = reranker.missing({doc for ranking in first_stage.values() for doc, _ in ranking})
+    if missing:
+        depth = max((len(r) for r in first_stage.values()), default=0)
+        raise InputError(f"{source}: document {missing[0]!r} is not in the store {store} "
+                         f"({len(missing)} documents of the run's top {depth} are missing; "
+                         f"was the store built from the same corpus?)")
+
+
+def rerank(reranker: Reranker, first_stage: Run, texts: dict[str, str], interpolate: float | None = None,
+           fusion: str = "minmax") -> Run:
+    """Re-rank each query's candidates: {qid: [(docid, score), ...]} by the re-ranker's score, or by
+    `interpolate` x normalised re-ranker score + (1 - `interpolate`) x normalised first-stage score."""
+    qids = list(first_stage)
+    scores = reranker.score(qids, [texts[q] for q in qids], [[d for d, _ in first_stage[q]] for q in qids])
+    reranked = {qid: sort_ranking({doc: s for (doc, _), s in zip(first_stage[qid], row)})
+                for qid, row in zip(qids, scores)}
+    if interpolate is not None:
+        reranked = interpolate_runs(first_stage, reranked, interpolate, method=fusion)
+    return reranked
+
+
+__all__ = ["Reranker", "Option", "build_reranker", "available_rerankers", "add_reranker_options",
+           "reranker_options", "candidates_of", "check_candidates", "rerank", "register", "RERANKERS"]

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data import InputError
+from ..core.errors import InputError
 from ..encoders.bgem3 import HEADS, HYBRID_WEIGHTS
-from . import register
+from . import Option, register
 from .dense import DenseReranker
 
 
@@ -76,6 +76,6 @@ class BgeM3Reranker(DenseReranker):
         return {**super().describe(), "hybrid_weights": self.weights}
 
 
-@register("bgem3")
+@register("bgem3", options=(Option("--hybrid-weights", "weights of the dense, sparse and colbert scores, e.g. dense=1,sparse=0.3,colbert=1 (default: the paper's dense=1,sparse=0.3)", str, "HEAD=W,..."),))
 def build(store: str, options: dict) -> BgeM3Reranker:
     return BgeM3Reranker(store, options)

@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cli import warn
-from ..dense import DenseStore, build_dense_encoder
-from . import register
+from ..core.batching import encode_in_length_order
+from ..core.cli import warn
+from ..core.errors import InputError
+from ..encoders.dense import build_dense_encoder
+from ..stores.dense import DenseStore
+from . import Option, register
 from .base import Reranker
 
 DEFAULT_BATCH_SIZE = 32
+CHAT_TEMPLATE = Option("--chat-template", "Jinja chat template for a PromptReps tokenizer without one "
+                       "(default: the store's)", str, "FILE")
 
 
 class DenseReranker(Reranker):
     family: str | None = None  # the encoder family the store must hold (None: any)
 
     def __init__(self, store: str, options: dict):
-        from ..data import InputError
-
         self.store = DenseStore(store)
         settings = self.store.encoder_settings
         if self.family and settings.get("family") != self.family:
@@ -48,8 +51,6 @@ class DenseReranker(Reranker):
         return self.store.missing(sorted(docids))
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        from ..encode import encode_in_length_order
-
         rows = encode_in_length_order(self.encoder.encode_queries, texts, self.batch_size)
         return np.stack(rows) if rows else np.zeros((0, self.store.index.d), dtype=np.float32)
 
@@ -61,6 +62,6 @@ class DenseReranker(Reranker):
         return {"store": str(self.store.path), "encoder": self.store.encoder_settings}
 
 
-@register("dense")
+@register("dense", options=(CHAT_TEMPLATE,))
 def build(store: str, options: dict) -> DenseReranker:
     return DenseReranker(store, options)

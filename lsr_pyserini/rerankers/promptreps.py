@@ -3,13 +3,13 @@ against the document vectors that `encode corpus --encoder promptreps --dense-st
 from __future__ import annotations
 
 from . import register
-from .dense import DenseReranker
+from .dense import CHAT_TEMPLATE, DenseReranker
 
 
 class PromptRepsReranker(DenseReranker):
     family = "promptreps"
 
 
-@register("promptreps")
+@register("promptreps", options=(CHAT_TEMPLATE,))
 def build(store: str, options: dict) -> PromptRepsReranker:
     return PromptRepsReranker(store, options)

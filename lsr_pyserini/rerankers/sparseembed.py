@@ -5,7 +5,7 @@ e^Q . e^D over the terms both sides activated. The query model is the one the st
 from __future__ import annotations
 
 from ..encoders.sparseembed import SparseEmbedEncoder
-from ..sparseembed_store import SparseEmbedStore
+from ..stores.sparseembed import SparseEmbedStore
 from . import register
 from .base import Reranker
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cli import warn
-from ..data import InputError
-from ..ssr.store import TokenRows
-from . import register
+from ..core.batching import encode_in_length_order
+from ..core.cli import warn
+from ..core.errors import InputError
+from ..stores.tokens import TokenRows
+from . import Option, register
 from .base import Reranker
 
 
@@ -77,7 +78,6 @@ class SSRReranker(Reranker):
 
     def encode_queries(self, texts: list[str]) -> list[tuple]:
         """Per query: token codes (indices, values) and the dense [CLS] code."""
-        from ..encode import encode_in_length_order
         from ..ssr.codes import codes
 
         model = self.coder.model
@@ -133,8 +133,6 @@ class MaxSimReranker(Reranker):
         return self.store.missing(sorted(docids))
 
     def encode_queries(self, texts: list[str]) -> list[np.ndarray]:
-        from ..encode import encode_in_length_order
-
         pairs = encode_in_length_order(lambda batch: self.encoder.encode(batch, "queries"), texts, self.batch_size)
         return [tokens for _, tokens in pairs]
 
@@ -153,8 +151,6 @@ class PooledReranker(MaxSimReranker):
     """Cosine of the pooled query and document vectors (the single-vector backbone)."""
 
     def encode_queries(self, texts: list[str]) -> list[np.ndarray]:
-        from ..encode import encode_in_length_order
-
         pairs = encode_in_length_order(lambda batch: self.encoder.encode(batch, "queries"), texts, self.batch_size)
         return [pooled for pooled, _ in pairs]
 
@@ -162,7 +158,7 @@ class PooledReranker(MaxSimReranker):
         return self.store.document_rows(docids, "pooled").astype(np.float32) @ query_vector
 
 
-@register("ssr")
+@register("ssr", options=(Option("--cls-weight", "weight of the [CLS] code similarity; 0 = SSR-tok (default: the model's cls_weight)"),))
 def build_ssr(store: str, options: dict) -> SSRReranker:
     return SSRReranker(store, options)
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..encoders.tilde import TildeModel, TildeStore
-from . import register
+from ..encoders.tilde import TildeModel
+from ..stores.tilde import TildeStore
+from . import Option, register
 from .base import Reranker
 
 
@@ -49,6 +50,6 @@ class TildeReranker(Reranker):
         return {"reranker": "tilde", "model": self.model_reference, "alpha": self.alpha}
 
 
-@register("tilde")
+@register("tilde", options=(Option("--alpha", "weight of TILDE-QL against TILDE-DL, alpha*QL + (1-alpha)*DL (default: 1, QL only)"),))
 def build(store: str, options: dict) -> TildeReranker:
     return TildeReranker(store, options)

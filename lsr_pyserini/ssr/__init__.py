@@ -1,6 +1,6 @@
 """SSR: single-stage sparse retrieval with TopK sparse-autoencoder neurons as Lucene pseudo-terms.
 
-backbone.py (token embeddings of any HF encoder), store.py (token and code stores), sae.py (TopK
-SAE, training, the SSR model folder), codes.py (codes -> pseudo-terms), index.py (`ssr index`);
-the command line is `python -m lsr_pyserini.ssr` (__main__.py).
+backbone.py (token embeddings of any HF encoder), sae.py (TopK SAE, its training, the SSR model
+folder), codes.py (codes -> pseudo-terms). The token and code stores live in `stores/tokens.py`;
+the command line (`embed`, `fit`, `index`) is `python -m lsr_pyserini.ssr` (__main__.py).
 """

@@ -15,17 +15,28 @@ with `python -m lsr_pyserini.encode queries --encoder ssr --model SSR_MODEL`.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
+from pathlib import Path
+
+import numpy as np
 
 from .. import __version__
-from ..cli import run_main
-from ..data import InputError
+from ..core.batching import encode_in_length_order
+from ..core.cli import progress_bar, run_main, set_threads
+from ..core.errors import InputError
+from ..core.readers import Document, checked_corpus, input_identity, read_corpus
+from ..core.writer import ShardWriter, quantize, write_corpus_shards
+from ..stores.tokens import TokenRows, TokenRowsWriter
+from .backbone import TokenEncoder
+from .codes import codes, document_terms
+from .sae import RETRIEVAL_DEFAULTS, SSRModel, check_sizes, fit_sae
+
+DEFAULT_IMPACT_SCALE = 100
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .sae import add_fit_arguments
-
     parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.ssr", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -64,8 +75,6 @@ def build_parser() -> argparse.ArgumentParser:
 def complete_store_with(path: str, settings: dict) -> bool:
     """Whether PATH is a complete token store written with exactly these settings (then `embed` resumes
     as `encode corpus` does: nothing left to do)."""
-    from .store import TokenRows
-
     try:
         manifest = TokenRows(path, "tokens").manifest
     except InputError:
@@ -74,12 +83,6 @@ def complete_store_with(path: str, settings: dict) -> bool:
 
 
 def embed(args) -> None:
-    from ..encode import checked_corpus, encode_in_length_order, input_identity, progress_bar
-    from ..data import read_corpus
-    from .backbone import TokenEncoder
-    from .sae import require_positive
-    from .store import TokenRowsWriter
-
     require_positive(args, ("batch_size", "max_length", "query_max_length"))
     encoder = TokenEncoder(args.model, max_length=args.max_length, query_max_length=args.query_max_length,
                            pooling=args.pooling, projection=not args.no_projection)
@@ -102,22 +105,127 @@ def embed(args) -> None:
           f"into {args.output}", file=sys.stderr)
 
 
+def add_fit_arguments(parser) -> None:
+    parser.add_argument("--latents", type=int, default=4096, help="token SAE latents h (default: 4096; paper: 16384)")
+    parser.add_argument("--k", type=int, default=32, help="token SAE active latents K (default: 32, as the paper)")
+    parser.add_argument("--cls-latents", type=int, default=1024, help="[CLS] SAE latents (default: 1024)")
+    parser.add_argument("--cls-k", type=int, default=32, help="[CLS] SAE active latents (default: 32)")
+    parser.add_argument("--steps", type=int, default=300, help="token SAE optimiser steps (default: 300)")
+    parser.add_argument("--cls-steps", type=int, default=400, help="[CLS] SAE optimiser steps (default: 400)")
+    parser.add_argument("--batch-size", type=int, default=2048, help="token vectors per step (default: 2048)")
+    parser.add_argument("--cls-batch-size", type=int, default=256, help="pooled vectors per step (default: 256)")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default: 1e-3)")
+    parser.add_argument("--aux-k", type=int, default=256, help="latents in the dead-latent auxiliary loss (default: 256)")
+    parser.add_argument("--aux-weight", type=float, default=1 / 32, help="auxiliary loss weight (default: 1/32)")
+    parser.add_argument("--dead-after", type=int, default=200_000,
+                        help="a latent is dead after this many inputs without firing (default: 200000)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    for key, default in RETRIEVAL_DEFAULTS.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default,
+                                help=f"retrieval setting stored in the model (default: {default})")
+        else:
+            parser.add_argument(flag, type=type(default), default=default,
+                                help=f"retrieval setting stored in the model (default: {default})")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing model folder")
+
+
+def require_positive(args, flags) -> None:
+    """InputError naming the first of these command-line flags that is set and not positive."""
+    for flag in flags:
+        value = getattr(args, flag)
+        if value is not None and value <= 0:
+            raise InputError(f"--{flag.replace('_', '-')} must be positive, got {value}")
+
+
+def fit_command(args) -> None:
+    require_positive(args, ("steps", "cls_steps", "batch_size", "cls_batch_size", "aux_k", "dead_after",
+                            "query_term_budget", "query_k_min"))
+    check_sizes(1, args.latents, args.k)
+    check_sizes(1, args.cls_latents, args.cls_k)
+    output = Path(args.output)
+    if output.exists() and any(output.iterdir()) and not args.overwrite:
+        raise InputError(f"{output}: already exists: choose another --output or pass --overwrite")
+    store = TokenRows(args.tokens, "tokens")
+    backbone = store.manifest["backbone"]
+    common = {"lr": args.lr, "seed": args.seed, "aux_k": args.aux_k, "aux_weight": args.aux_weight,
+              "dead_after": args.dead_after, "quiet": args.quiet}
+    token_sae, token_log = fit_sae(store.arrays["tokens"], args.latents, args.k, args.steps, args.batch_size,
+                                   label="token", **common)
+    cls_sae, cls_log = fit_sae(store.arrays["pooled"], args.cls_latents, args.cls_k, args.cls_steps,
+                               args.cls_batch_size, label="[CLS]", **common)
+    settings = {key: getattr(args, key) for key in RETRIEVAL_DEFAULTS}
+    model = SSRModel(backbone, token_sae, cls_sae, settings,
+                     {"token_sae": token_log, "cls_sae": cls_log, "tokens": str(Path(args.tokens).resolve())})
+    building = output.with_name(output.name + ".building")
+    shutil.rmtree(building, ignore_errors=True)
+    model.save(building)
+    if output.exists():
+        shutil.rmtree(output)
+    building.rename(output)
+    print(f"trained SAEs in {token_log['seconds'] + cls_log['seconds']:.0f}s: token h={args.latents} K={args.k} "
+          f"(normalised MSE {token_log['final_nmse']}, {token_log['dead_latents']} dead), [CLS] h={args.cls_latents} "
+          f"K={args.cls_k} (normalised MSE {cls_log['final_nmse']}); model in {output}", file=sys.stderr)
+
+
+def index_command(args) -> None:
+    if args.shard_size <= 0:
+        raise InputError(f"--shard-size must be positive, got {args.shard_size}")
+    impact_scale = args.impact_scale or DEFAULT_IMPACT_SCALE
+    if impact_scale <= 0:
+        raise InputError(f"--impact-scale must be positive, got {impact_scale}")
+    model = SSRModel.load(args.model)
+    tokens = TokenRows(args.tokens, "tokens")
+    dim = int(tokens.manifest["backbone"]["dim"])
+    if dim != model.token_sae.input_dim:
+        raise InputError(f"SAE input size {model.token_sae.input_dim} does not match the token store {args.tokens} "
+                         f"(embedding size {dim})")
+    index_type = np.uint16 if max(model.token_sae.latents, model.cls_sae.latents) <= 2**16 else np.int32
+    settings = {"model": str(Path(args.model).resolve()), "tokens": str(Path(args.tokens).resolve()),
+                "token_sae": model.token_sae.describe(), "cls_sae": model.cls_sae.describe(),
+                "backbone": model.backbone, "settings": model.settings}
+    code_writer = TokenRowsWriter(args.codes, "codes", settings, overwrite=args.overwrite)
+    shard_writer = ShardWriter(args.output, {"encoder": {"family": "ssr", **settings}, "impact_scale": impact_scale,
+                                             "shard_size": args.shard_size, "documents": len(tokens.docids)},
+                               overwrite=args.overwrite)
+    progress = progress_bar(len(tokens.docids), args.quiet, "doc")
+    started = time.time()
+
+    def to_records(shard: list[Document]) -> list[dict]:
+        records = []
+        for doc in shard:
+            row = tokens.row[doc.id]
+            token_codes = codes(model.token_sae, tokens.arrays["tokens"][tokens.offsets[row]:tokens.offsets[row + 1]])
+            cls_codes = codes(model.cls_sae, tokens.arrays["pooled"][row:row + 1])
+            code_writer.add(doc.id, {"token_index": token_codes[0].astype(index_type),
+                                     "token_value": token_codes[1].astype(np.float16)},
+                            {"cls_index": cls_codes[0][0].astype(index_type),
+                             "cls_value": cls_codes[1][0].astype(np.float16)})
+            records.append({"id": doc.id, "contents": "",
+                            "vector": quantize(document_terms(model, token_codes, cls_codes), impact_scale)})
+            progress.update(1)
+        return records
+
+    docs = (Document(docid, "") for docid in tokens.docids)
+    write_corpus_shards(docs, shard_writer, args.shard_size, to_records, progress, len(tokens.docids), args.output)
+    progress.close()
+    if len(code_writer.docids) != len(tokens.docids):
+        raise InputError(f"{args.output}: holds shards from an earlier run; pass --overwrite to code every document")
+    documents, nonzeros = shard_writer.totals()
+    code_manifest = code_writer.finish({"toolkit_version": __version__})
+    shard_writer.finish({"toolkit_version": __version__, "documents_written": documents,
+                         "avg_nonzeros_per_document": round(nonzeros / max(documents, 1), 3),
+                         "shard_count": len(shard_writer.shards), "seconds_this_run": round(time.time() - started, 2),
+                         "code_store": str(Path(args.codes).resolve())})
+    print(f"coded {documents} documents ({code_manifest['tokens']} tokens): {nonzeros / max(documents, 1):.1f} "
+          f"pseudo-terms per document in {args.output}; codes in {args.codes}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    if args.command == "embed":
-        embed(args)
-    elif args.command == "fit":
-        from .sae import fit_command
-
-        fit_command(args)
-    else:
-        from .index import index_command
-
-        index_command(args)
+    set_threads(args.threads)
+    {"embed": embed, "fit": fit_command, "index": index_command}[args.command](args)
 
 
 if __name__ == "__main__":

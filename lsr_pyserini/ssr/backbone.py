@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..data import InputError
-from ..dense import sentence_transformers_defaults
-from ..encoders.base import load_quietly, load_tokenizer
-from ..presets import resolve_model
+from ..core.errors import InputError
+from ..encoders.dense import sentence_transformers_defaults
+from ..core.hf import load_quietly, load_tokenizer
+from ..core.presets import resolve_model
 
 PROJECTION_KEY = "linear.weight"
 

@@ -69,7 +69,7 @@ class SSRCoder:
     @property
     def backbone(self):
         if self._backbone is None:
-            from ..data import InputError
+            from ..core.errors import InputError
             from .backbone import TokenEncoder
 
             settings = dict(self.model.backbone)

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ..data import InputError
+from ..core.errors import InputError
 
 CONFIG_FILE, WEIGHTS_FILE = "ssr_config.json", "sae.safetensors"
 # retrieval settings an SSR model carries (defaults; `ssr fit` flags override them)
@@ -185,7 +184,7 @@ class SSRModel:
     def save(self, folder) -> None:
         from safetensors.torch import save_file
 
-        from ..encoders.base import write_family
+        from ..core.hf import write_family
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
@@ -201,7 +200,7 @@ class SSRModel:
     def load(cls, path: str) -> "SSRModel":
         from safetensors.torch import load_file
 
-        from ..encoders.base import check_family
+        from ..core.hf import check_family
 
         folder = Path(path)
         check_family(path, "ssr")
@@ -226,76 +225,6 @@ class SSRModel:
             saes.append(sae.eval())
         settings = {k: config[k] for k in RETRIEVAL_DEFAULTS if k in config}
         return cls(config["backbone"], saes[0], saes[1], settings, config.get("training"))
-
-
-def add_fit_arguments(parser) -> None:
-    parser.add_argument("--latents", type=int, default=4096, help="token SAE latents h (default: 4096; paper: 16384)")
-    parser.add_argument("--k", type=int, default=32, help="token SAE active latents K (default: 32, as the paper)")
-    parser.add_argument("--cls-latents", type=int, default=1024, help="[CLS] SAE latents (default: 1024)")
-    parser.add_argument("--cls-k", type=int, default=32, help="[CLS] SAE active latents (default: 32)")
-    parser.add_argument("--steps", type=int, default=300, help="token SAE optimiser steps (default: 300)")
-    parser.add_argument("--cls-steps", type=int, default=400, help="[CLS] SAE optimiser steps (default: 400)")
-    parser.add_argument("--batch-size", type=int, default=2048, help="token vectors per step (default: 2048)")
-    parser.add_argument("--cls-batch-size", type=int, default=256, help="pooled vectors per step (default: 256)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default: 1e-3)")
-    parser.add_argument("--aux-k", type=int, default=256, help="latents in the dead-latent auxiliary loss (default: 256)")
-    parser.add_argument("--aux-weight", type=float, default=1 / 32, help="auxiliary loss weight (default: 1/32)")
-    parser.add_argument("--dead-after", type=int, default=200_000,
-                        help="a latent is dead after this many inputs without firing (default: 200000)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    for key, default in RETRIEVAL_DEFAULTS.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(default, bool):
-            import argparse
-
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default,
-                                help=f"retrieval setting stored in the model (default: {default})")
-        else:
-            parser.add_argument(flag, type=type(default), default=default,
-                                help=f"retrieval setting stored in the model (default: {default})")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing model folder")
-
-
-def require_positive(args, flags) -> None:
-    """InputError naming the first of these command-line flags that is set and not positive."""
-    for flag in flags:
-        value = getattr(args, flag)
-        if value is not None and value <= 0:
-            raise InputError(f"--{flag.replace('_', '-')} must be positive, got {value}")
-
-
-def fit_command(args) -> None:
-    from .store import TokenRows
-
-    require_positive(args, ("steps", "cls_steps", "batch_size", "cls_batch_size", "aux_k", "dead_after",
-                            "query_term_budget", "query_k_min"))
-    check_sizes(1, args.latents, args.k)
-    check_sizes(1, args.cls_latents, args.cls_k)
-    output = Path(args.output)
-    if output.exists() and any(output.iterdir()) and not args.overwrite:
-        raise InputError(f"{output}: already exists: choose another --output or pass --overwrite")
-    store = TokenRows(args.tokens, "tokens")
-    backbone = store.manifest["backbone"]
-    common = {"lr": args.lr, "seed": args.seed, "aux_k": args.aux_k, "aux_weight": args.aux_weight,
-              "dead_after": args.dead_after, "quiet": args.quiet}
-    token_sae, token_log = fit_sae(store.arrays["tokens"], args.latents, args.k, args.steps, args.batch_size,
-                                   label="token", **common)
-    cls_sae, cls_log = fit_sae(store.arrays["pooled"], args.cls_latents, args.cls_k, args.cls_steps,
-                               args.cls_batch_size, label="[CLS]", **common)
-    settings = {key: getattr(args, key) for key in RETRIEVAL_DEFAULTS}
-    model = SSRModel(backbone, token_sae, cls_sae, settings,
-                     {"token_sae": token_log, "cls_sae": cls_log, "tokens": str(Path(args.tokens).resolve())})
-    building = output.with_name(output.name + ".building")
-    import shutil
-
-    shutil.rmtree(building, ignore_errors=True)
-    model.save(building)
-    if output.exists():
-        shutil.rmtree(output)
-    building.rename(output)
-    print(f"trained SAEs in {token_log['seconds'] + cls_log['seconds']:.0f}s: token h={args.latents} K={args.k} "
-          f"(normalised MSE {token_log['final_nmse']}, {token_log['dead_latents']} dead), [CLS] h={args.cls_latents} "
-          f"K={args.cls_k} (normalised MSE {cls_log['final_nmse']}); model in {output}", file=sys.stderr)
 
 
 def adaptive_k(model: SSRModel, tokens: int) -> int:

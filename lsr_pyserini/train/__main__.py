@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import run_main
-from ..data import InputError
-from ..presets import load_preset
+from ..core.cli import run_main, set_threads
+from ..core.errors import InputError
+from ..core.presets import preset_model
 from . import load_families
 from .data import TrainingData
-from .loop import train
+from .loop import seed_everything, train
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,28 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def base_model(base: str) -> str:
-    """A preset name resolves to the preset's model; anything else is a checkpoint."""
-    try:
-        return load_preset(base)["model"]
-    except InputError:
-        return base
-
-
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.group_size < 2:
         raise InputError("--group-size must be at least 2 (a positive and a negative)")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    from .loop import seed_everything
-
+    set_threads(args.threads)
     seed_everything(args.seed)
     data = TrainingData(args.queries, args.qrels, args.corpus, args.negatives, args.negatives_depth, args.teacher,
                         args.teacher_scale)
-    model = load_families()[args.family](base_model(args.base), args)
+    model = load_families()[args.family](preset_model(args.base), args)
     settings = {k: v for k, v in vars(args).items() if k not in ("quiet", "save_every", "threads")}
     summary = train(model, data, args.output, settings, epochs=args.epochs, batch_size=args.batch_size,
                     group_size=args.group_size, lr=args.lr, seed=args.seed, warmup_ratio=args.warmup_ratio,

@@ -13,10 +13,10 @@ import argparse
 import numpy as np
 import torch
 
-from ..data import InputError
+from ..core.errors import InputError
 from ..encoders.bm25aug import QueryAugmenter
-from ..presets import resolve_model
-from ..wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, CorpusVectors, bm25_check
+from ..core.presets import resolve_model
+from ..core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, CorpusVectors, bm25_check
 from . import register
 from .data import Batch
 from .losses import contrastive_loss

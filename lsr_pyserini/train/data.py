@@ -11,8 +11,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cli import warn
-from ..data import InputError, parse_number, read_corpus, read_qrels_rows, read_queries, read_rows, read_run
+from ..core.cli import warn
+from ..core.readers import InputError, parse_number, read_corpus, read_qrels_rows, read_queries, read_rows, read_run
 
 
 @dataclass

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..cli import fail
+from ..core.errors import InputError, Interrupted
 from .data import TrainingData
 
 CHECKPOINT = "checkpoint.pt"
@@ -52,7 +52,7 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     seed_everything(seed)
     steps_per_epoch = len(data) // batch_size
     if steps_per_epoch == 0:
-        fail(f"{len(data)} training queries are fewer than one batch of {batch_size}")
+        raise InputError(f"{len(data)} training queries are fewer than one batch of {batch_size}")
     total = min(epochs * steps_per_epoch, max_steps or epochs * steps_per_epoch)
     groups = model.parameter_groups(lr) if hasattr(model, "parameter_groups") else \
         [{"params": [p for p in model.parameters() if p.requires_grad]}]  # a family may set per-group rates
@@ -63,7 +63,7 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     if checkpoint.is_file():
         state = torch.load(checkpoint, weights_only=False)
         if state["settings"] != settings:
-            fail(f"{checkpoint}: was written with other settings; use another --output or delete it")
+            raise InputError(f"{checkpoint}: was written with other settings; use another --output or delete it")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -97,7 +97,8 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     except KeyboardInterrupt:
         progress.close()
         _save_checkpoint(checkpoint, model, optimizer, scheduler, step, settings)
-        fail(f"interrupted at step {step} of {total}: checkpoint saved; run the same command to resume", code=130)
+        raise Interrupted(f"interrupted at step {step} of {total}: checkpoint saved; "
+                          f"run the same command to resume") from None
     progress.close()
     model.eval()
     model.save(out)

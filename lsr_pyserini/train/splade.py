@@ -6,9 +6,10 @@ import argparse
 
 import torch
 
-from ..encoders.base import load_tokenizer, write_family
-from ..encoders.splade import VOCAB_SLICE, load_masked_lm, run_to_head
-from ..presets import resolve_model
+from ..core.hf import load_tokenizer, write_family
+from ..core.hf import load_masked_lm
+from ..encoders.splade import VOCAB_SLICE, run_to_head
+from ..core.presets import resolve_model
 from . import register
 from .data import Batch
 from .losses import contrastive_loss, flops, quadratic_warmup, with_margin_mse

@@ -18,7 +18,7 @@ import argparse
 
 import torch
 
-from ..data import InputError
+from ..core.errors import InputError
 from ..ssr.backbone import TokenEncoder
 from ..ssr.sae import SSRModel, normalised_mse
 from . import register
@@ -81,7 +81,7 @@ class SSRFamily(torch.nn.Module):
         self.cls_weight = model.settings["cls_weight"] if args.train_cls_weight is None else args.train_cls_weight
         self.tokens = None
         if args.tokens:
-            from ..ssr.store import TokenRows
+            from ..stores.tokens import TokenRows
 
             self.tokens = TokenRows(args.tokens, "tokens")
             if self.tokens.manifest["backbone"] != model.backbone:

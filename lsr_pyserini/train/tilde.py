@@ -15,7 +15,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from ..encoders.base import write_family
+from ..core.hf import write_family
 from ..encoders.tilde import TildeModel
 from . import register
 from .data import Batch

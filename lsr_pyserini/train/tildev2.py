@@ -20,11 +20,11 @@ from itertools import islice
 
 import torch
 
-from ..data import InputError, read_corpus
-from ..encoders.base import load_tokenizer, write_family
+from ..core.readers import InputError, read_corpus
+from ..core.hf import load_tokenizer, write_family
 from ..encoders.tildev2 import TildeV2Model
-from ..presets import resolve_model
-from ..wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, CorpusVectors, bm25_check
+from ..core.presets import resolve_model
+from ..core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, CorpusVectors, bm25_check
 from . import register
 from .data import Batch
 from .losses import contrastive_loss, with_margin_mse

@@ -15,24 +15,23 @@ built as STORE.building and renamed, so it is complete or absent.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 
-from ..data import InputError
-from ..writer import atomic_write
+from ..core.errors import InputError
+from ..core.writer import atomic_write
+from .base import StoreWriter
 
 STORE_FORMAT = "lsr-pyserini-token-store/1"
 MANIFEST, DOCIDS, OFFSETS = "manifest.json", "docids.txt", "offsets.npy"
 
 
-class TokenRowsWriter:
+class TokenRowsWriter(StoreWriter):
     """Collects documents (id, {name: token rows}, {name: document row}) and writes the store once."""
 
     def __init__(self, path: str, kind: str, settings: dict, overwrite: bool = False):
-        self.path = Path(path.rstrip("/\\") or path)
+        super().__init__(path)
         if self.path.exists() and not overwrite:
             raise InputError(f"{self.path}: store already exists: choose another folder or pass --overwrite")
         self.kind, self.settings = kind, settings
@@ -53,9 +52,7 @@ class TokenRowsWriter:
             self.doc_parts.setdefault(name, []).append(row)
 
     def finish(self, summary: dict | None = None) -> dict:
-        building = self.path.with_name(self.path.name + ".building")
-        shutil.rmtree(building, ignore_errors=True)
-        building.mkdir(parents=True)
+        building = self.begin()
         offsets = np.zeros(len(self.lengths) + 1, dtype=np.int64)
         np.cumsum(self.lengths, out=offsets[1:])
         np.save(building / OFFSETS, offsets)
@@ -68,9 +65,7 @@ class TokenRowsWriter:
                     "tokens": int(offsets[-1]), "token_arrays": sorted(self.token_parts),
                     "document_arrays": sorted(self.doc_parts), **(summary or {})}
         atomic_write(building / MANIFEST, [json.dumps(manifest, indent=2, sort_keys=True) + "\n"])
-        if self.path.exists():
-            shutil.rmtree(self.path)
-        os.replace(building, self.path)
+        self.publish(building)
         return manifest
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from .data import InputError
+from .errors import InputError
 
 Run = dict[str, list[tuple[str, float]]]
 NORMALISATIONS = ("minmax", "zscore")

@@ -16,9 +16,13 @@ import itertools
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from .data import Document, InputError
+from .errors import InputError, Interrupted
+from .readers import Document
 
 SHARD_PATTERN = "part-{:05d}.jsonl"
+DEFAULT_SHARD_SIZE = 10_000
+# `pyserini.search.lucene` reads any topics path containing one of these with a special reader.
+TOPIC_PATH_TRAPS = ("cacm", "beir")
 
 
 def quantize(vector: dict[str, float], impact_scale: float) -> dict[str, int]:
@@ -138,6 +142,9 @@ class ShardWriter:
                     nonzeros += len(json.loads(line).get("vector", ()))
             self.shards[str(index)] = {"documents": documents, "nonzeros": nonzeros}
 
+    def documents_done(self) -> int:
+        return self.totals()[0]
+
     def totals(self) -> tuple[int, int]:
         """(documents, non-zero terms) over all complete shards, this run's and earlier ones."""
         return (sum(s["documents"] for s in self.shards.values()),
@@ -152,13 +159,43 @@ class ShardWriter:
         shutil.rmtree(self.partial_dir, ignore_errors=True)
 
 
-def write_corpus_shards(docs: Iterator[Document], writer: ShardWriter, shard_size: int,
-                        to_records: Callable[[list[Document]], list[dict]], progress) -> int:
+class WithDenseStore:
+    """A sparse shard writer and a store writer filled shard by shard from the same forward pass.
+
+    The store's part of a shard is written before its sparse shard, so a complete sparse shard
+    always has its store part and resuming stays correct. Records are (sparse records, store records)."""
+
+    def __init__(self, sparse: ShardWriter, store):
+        self.sparse, self.store = sparse, store
+
+    def is_complete(self, index: int) -> bool:
+        return self.sparse.is_complete(index) and self.store.is_complete(index)
+
+    def adopt(self, index: int) -> None:
+        self.sparse.adopt(index)
+
+    def write_shard(self, index: int, records) -> None:
+        sparse_records, store_records = records
+        self.store.write_shard(index, store_records)
+        self.sparse.write_shard(index, sparse_records)
+
+    def documents_done(self) -> int:
+        return self.sparse.documents_done()
+
+    def abandon(self) -> None:
+        self.store.abandon()
+        self.sparse.abandon()
+
+
+def write_corpus_shards(docs: Iterator[Document], writer, shard_size: int,
+                        to_records: Callable[[list[Document]], object], progress, total: int, output: str) -> int:
     """Cut `docs` into shards, skip those an earlier run completed, write the rest.
 
-    `to_records` turns one shard of documents into JSON records (and advances `progress`).
-    Returns the number of documents written by this run. On Ctrl-C the half-written shard is
-    dropped and KeyboardInterrupt propagates.
+    `writer` is a ShardWriter or anything with its interface (`is_complete`, `adopt`,
+    `write_shard`, `abandon`, `documents_done`); `to_records` turns one shard of documents into
+    its records (and advances `progress`). Returns the number of documents written by this run.
+    On Ctrl-C the half-written shard is dropped and `Interrupted` says how many of the `total`
+    documents are in complete shards of `output` and how to resume.
     """
     written = 0
     try:
@@ -174,5 +211,7 @@ def write_corpus_shards(docs: Iterator[Document], writer: ShardWriter, shard_siz
             written += len(shard)
     except KeyboardInterrupt:
         writer.abandon()
-        raise
+        progress.close()
+        raise Interrupted(f"interrupted: {writer.documents_done()} of {total} documents are in complete shards "
+                          f"for {output}; run the same command again to resume") from None
     return written

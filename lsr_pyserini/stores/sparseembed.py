@@ -21,15 +21,14 @@ STORE appears only when complete.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 
-from .data import InputError
-from .dense import DOCIDS_FILE, DenseStoreWriter
-from .writer import atomic_write
+from ..core.errors import InputError
+from ..core.writer import atomic_write
+from .base import ShardedStoreWriter
+from .dense import DOCIDS_FILE
 
 STORE_FORMAT = "lsr-pyserini-sparseembed-store/2"
 META_FILE, OFFSETS_FILE, TERMS_FILE = "sparseembed.json", "offsets.npy", "terms.bin"
@@ -41,35 +40,34 @@ def term_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= np.iinfo(np.uint16).max + 1 else np.dtype(np.int32)
 
 
-class SparseEmbedStoreWriter(DenseStoreWriter):
+class SparseEmbedStoreWriter(ShardedStoreWriter):
     """Shard parts in STORE.partial/ (docids, per-document term counts, term ids, float16
     embeddings), concatenated into contiguous arrays by :meth:`finish`. A shard's records are
     ``(docids, [(term ids, embeddings k x dim), ...])``."""
 
+    kind = "SparseEmbed store"
+
     def write_shard(self, index: int, records) -> None:
         docids, parts = records
         dim = self.settings["identity"]["dim"]
-        tmp = self.partial / f".part-{index:05d}.tmp.npz"
-        np.savez(tmp, docids=np.array(docids, dtype=object).astype(str),
-                 lengths=np.array([len(ids) for ids, _ in parts], dtype=np.int64),
-                 terms=np.concatenate([ids for ids, _ in parts]).astype(np.int64) if parts else np.zeros(0, np.int64),
-                 embeddings=np.concatenate([e.reshape(-1, dim) for _, e in parts]).astype(np.float16)
-                 if parts else np.zeros((0, dim), np.float16))
-        os.replace(tmp, self._part(index))
+        terms = np.concatenate([ids for ids, _ in parts]).astype(np.int64) if parts else np.zeros(0, np.int64)
+        embeddings = np.concatenate([e.reshape(-1, dim) for _, e in parts]).astype(np.float16) if parts \
+            else np.zeros((0, dim), np.float16)
+        self.write_part(index, docids=np.array(docids, dtype=object).astype(str),
+                        lengths=np.array([len(ids) for ids, _ in parts], dtype=np.int64),
+                        terms=terms, embeddings=embeddings)
 
     def finish(self, expected_documents: int, summary: dict | None = None) -> dict:
         identity = self.settings["identity"]
         docids: list[str] = []
         lengths, terms, embeddings = [], [], []
-        for part in sorted(self.partial.glob("part-*.npz")):
+        for part in self.parts():
             with np.load(part) as data:
                 docids.extend(data["docids"].tolist())
                 lengths.append(data["lengths"])
                 terms.append(data["terms"])
                 embeddings.append(data["embeddings"])
-        if len(docids) != expected_documents:
-            raise InputError(f"{self.partial}: holds {len(docids)} of {expected_documents} documents' term "
-                             f"embeddings (was an earlier run made without this store?): pass --overwrite")
+        self.check_count(len(docids), expected_documents, "documents' term embeddings")
         offsets = np.zeros(len(docids) + 1, dtype=np.int64)
         np.cumsum(np.concatenate(lengths), out=offsets[1:])
         dense = np.concatenate(embeddings).astype(np.float16)
@@ -79,9 +77,7 @@ class SparseEmbedStoreWriter(DenseStoreWriter):
         manifest = {"format": STORE_FORMAT, **self.settings, "documents": len(docids), "terms": int(offsets[-1]),
                     "values": int(value_offsets[-1]), "term_dtype": dtype.name, "embedding_dtype": "float16",
                     **(summary or {})}
-        building = self.store.with_name(self.store.name + ".building")
-        shutil.rmtree(building, ignore_errors=True)
-        building.mkdir(parents=True)
+        building = self.begin()
         np.concatenate(terms).astype(dtype).tofile(building / TERMS_FILE)
         np.packbits(nonzero, axis=1).tofile(building / MASKS_FILE)
         dense[nonzero].tofile(building / VALUES_FILE)  # row-major: term after term, components ascending
@@ -89,8 +85,7 @@ class SparseEmbedStoreWriter(DenseStoreWriter):
         np.save(building / VALUE_OFFSETS_FILE, value_offsets)
         atomic_write(building / DOCIDS_FILE, (f"{docid}\n" for docid in docids))
         atomic_write(building / META_FILE, [json.dumps(manifest, indent=2, sort_keys=True) + "\n"])
-        os.replace(building, self.store)
-        shutil.rmtree(self.partial, ignore_errors=True)
+        self.publish(building)
         return manifest
 
 
@@ -194,8 +189,8 @@ class SparseEmbedStore:
 
     def document_frequencies(self) -> dict[str, int]:
         """{term: documents that activated it}, terms named by the store's model's tokenizer."""
-        from .encoders.base import load_tokenizer
-        from .presets import resolve_model
+        from ..core.hf import load_tokenizer
+        from ..core.presets import resolve_model
 
         counts = np.bincount(np.asarray(self.terms, dtype=np.int64), minlength=int(self.identity["vocab_size"]))
         tokens = load_tokenizer(resolve_model(self.identity["model"])).convert_ids_to_tokens(list(range(len(counts))))

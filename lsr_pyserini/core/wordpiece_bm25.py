@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data import InputError, read_corpus
+from .errors import InputError
+from .readers import read_corpus
 
 TOKENIZER_RECORD = "lsr_tokenizer.json"
 PROBE_TEXT = "Héllo WORLD: naïve co-operation, 3.5mg/kg IL-6 ÅNGSTRÖM"

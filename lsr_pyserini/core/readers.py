@@ -16,12 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from .errors import InputError
+
 ID_FIELDS = ("_id", "id", "docid")
 TEXT_FIELDS = ("title", "text", "contents")
-
-
-class InputError(ValueError):
-    """Bad input; the message names the file, the line and what was wrong."""
 
 
 @dataclass(frozen=True)
@@ -98,7 +96,7 @@ def _ir_datasets(source: str, kind: str):
     try:
         import ir_datasets
     except ImportError:
-        raise InputError(f"{source}: not a file, and ir_datasets is not installed") from None
+        raise InputError(f"{source}: not a file, and ir_datasets is not installed: pip install 'lsr-pyserini[ir-datasets]'") from None
     try:
         dataset = ir_datasets.load(source)
     except KeyError:
@@ -211,3 +209,26 @@ class CorpusCheck:
             self.empty += not doc.text.strip()
         self.count = len(seen)
         return self
+
+
+def checked_corpus(source: str) -> CorpusCheck:
+    """Validate the corpus once before encoding (ids, duplicates) and warn about empty texts."""
+    from .cli import warn
+
+    check = CorpusCheck(source).run()
+    if check.count == 0:
+        raise InputError(f"{source}: corpus has no documents")
+    if check.empty:
+        warn(f"{check.empty} of {check.count} documents have empty text; they are encoded anyway")
+    return check
+
+
+def input_identity(source: str) -> dict:
+    """What manifests record of an input: its resolved path, size and modification time."""
+    path = Path(source)
+    if path.is_dir():
+        path = next((path / n for n in ("corpus.jsonl", "corpus.jsonl.gz") if (path / n).is_file()), path)
+    if path.is_file():
+        stat = path.stat()
+        return {"input": str(path.resolve()), "input_bytes": stat.st_size, "input_mtime_ns": stat.st_mtime_ns}
+    return {"input": source}

@@ -1,0 +1,95 @@
+"""Hugging Face loading shared by every model family: tokenizers, models with a one-line error for a
+bad checkpoint, and the family marker (`lsr_family.json`) a checkpoint trained here carries, so a
+checkpoint trained for one family is refused by another."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .errors import InputError
+
+FAMILY_FILE = "lsr_family.json"
+
+
+def model_error(reference: str, err: Exception) -> InputError:
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    hint = " (HF_HUB_OFFLINE=1 is set: pass a local folder with --model)" if offline else ""
+    detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return InputError(f"cannot load model {reference!r}: {detail}{hint}")
+
+
+def load_tokenizer(path: str):
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except Exception as err:  # transformers raises many types for a bad folder or hub id
+        raise model_error(path, err) from None
+
+
+def check_family(path: str, expected: str) -> None:
+    """Refuse a checkpoint this toolkit trained for another model family."""
+    marker = Path(path) / FAMILY_FILE
+    if marker.is_file():
+        family = json.loads(marker.read_text()).get("family")
+        if family != expected:
+            raise InputError(f"checkpoint {path} was trained as a {family!r} model, not {expected!r}")
+
+
+def write_family(path, family: str, **details) -> None:
+    (Path(path) / FAMILY_FILE).write_text(json.dumps({"family": family, **details}, indent=2) + "\n")
+
+
+def load_quietly(loader, path: str, what: str, **kwargs):
+    """`loader.from_pretrained(path, **kwargs)` with transformers' load report silenced (weights a
+    head-less class does not use are expected); InputError when the checkpoint lacks weights."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model, info = loader.from_pretrained(path, output_loading_info=True, **kwargs)
+    except Exception as err:
+        raise model_error(path, err) from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    missing = sorted(info.get("missing_keys", ()))
+    if missing:
+        raise InputError(f"model {path!r}: {what} (missing {', '.join(missing[:3])}"
+                         f"{', ...' if len(missing) > 3 else ''})")
+    return model
+
+
+def read_family(path) -> dict:
+    """The family marker of a checkpoint trained here ({} for any other checkpoint)."""
+    marker = Path(path) / FAMILY_FILE
+    return json.loads(marker.read_text()) if marker.is_file() else {}
+
+
+def load_masked_lm(path: str, family: str = "splade"):
+    """A masked-LM model; InputError when the checkpoint has no (trained) MLM head, or when this
+    toolkit trained it for another family than `family`."""
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    check_family(path, family)
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except Exception as err:
+        raise model_error(path, err) from None
+    try:
+        model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+    except ValueError as err:
+        if "Unrecognized configuration class" in str(err):
+            raise InputError(f"model {path!r}: {config.model_type} has no masked-LM head (SPLADE needs one)") from None
+        raise model_error(path, err) from None
+    except Exception as err:
+        raise model_error(path, err) from None
+    missing = sorted(info.get("missing_keys", ()))
+    if missing:
+        base = f"{model.base_model_prefix}."
+        what = "has no masked-LM head" if any(not k.startswith(base) for k in missing) else "is incomplete"
+        raise InputError(
+            f"model {path!r}: checkpoint {what} (missing {', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})"
+        )
+    return model.eval()

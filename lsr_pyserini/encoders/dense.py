@@ -1,0 +1,123 @@
+"""Dense text encoders: transformer encoders (CLS or mean pooling) mapping texts to float32 rows.
+
+:class:`TransformerDenseEncoder` serves any sentence-transformers or Hugging Face encoder (pooling
+and normalisation are read from a sentence-transformers folder when present);
+:func:`build_dense_encoder` rebuilds the query encoder a dense store's manifest describes
+(transformer, PromptReps or BGE-M3), so queries always match the stored documents. The store
+itself lives in `lsr_pyserini/stores/dense.py`.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..core.errors import InputError
+
+POOLINGS = ("cls", "mean")
+
+
+
+def sentence_transformers_defaults(path: str) -> dict:
+    """Pooling, normalisation and max length from a sentence-transformers folder ({} otherwise)."""
+    folder = Path(path)
+    modules_file = folder / "modules.json"
+    if not modules_file.is_file():
+        return {}
+    defaults: dict = {}
+    try:
+        modules = json.loads(modules_file.read_text())
+        for module in modules:
+            kind = module.get("type", "")
+            if kind.endswith("Pooling"):
+                config = json.loads((folder / module.get("path", "") / "config.json").read_text())
+                if config.get("pooling_mode_cls_token"):
+                    defaults["pooling"] = "cls"
+                elif config.get("pooling_mode_mean_tokens"):
+                    defaults["pooling"] = "mean"
+            elif kind.endswith("Normalize"):
+                defaults["normalize"] = True
+            elif kind.endswith("Transformer") and module.get("path"):
+                defaults["transformer_path"] = str(folder / module["path"])  # older layouts: 0_Transformer/
+        bert_config = folder / "sentence_bert_config.json"
+        if bert_config.is_file():
+            defaults["max_length"] = json.loads(bert_config.read_text()).get("max_seq_length")
+    except (OSError, json.JSONDecodeError, AttributeError) as err:
+        raise InputError(f"{folder}: unreadable sentence-transformers configuration ({err})") from None
+    return {k: v for k, v in defaults.items() if v is not None}
+
+
+class TransformerDenseEncoder:
+    """Texts -> L2-normalised (optional) CLS or mean-pooled last hidden states, float32."""
+
+    def __init__(self, model: str, pooling: str | None = None, normalize: bool | None = None,
+                 max_length: int | None = None, query_prefix: str = "", doc_prefix: str = ""):
+        from transformers import AutoModel
+
+        from ..core.hf import load_tokenizer, model_error
+        from ..core.presets import resolve_model
+
+        self.model_reference = model
+        self.path = resolve_model(model)
+        defaults = sentence_transformers_defaults(self.path) if Path(self.path).is_dir() else {}
+        self.pooling = pooling or defaults.get("pooling", "cls")
+        if self.pooling not in POOLINGS:
+            raise InputError(f"pooling {self.pooling!r} is not one of {', '.join(POOLINGS)}")
+        self.normalize = bool(defaults.get("normalize", False) if normalize is None else normalize)
+        weights = defaults.get("transformer_path", self.path)
+        self.tokenizer = load_tokenizer(weights)
+        try:
+            self.model = AutoModel.from_pretrained(weights).eval()
+        except Exception as err:
+            raise model_error(self.path, err) from None
+        limit = getattr(self.model.config, "max_position_embeddings", 512)
+        self.max_length = int(max_length or defaults.get("max_length") or min(limit, 512))
+        self.prefixes = {"queries": query_prefix or "", "documents": doc_prefix or ""}
+        self.dim = int(self.model.config.hidden_size)
+
+    def encode(self, texts: list[str], side: str) -> np.ndarray:
+        import torch
+
+        prefix = self.prefixes[side]
+        encoded = self.tokenizer([prefix + t for t in texts], padding=True, truncation=True,
+                                 max_length=self.max_length, return_tensors="pt")
+        with torch.inference_mode():
+            hidden = self.model(**encoded).last_hidden_state.float()
+        if self.pooling == "cls":
+            vectors = hidden[:, 0]
+        else:
+            mask = encoded["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            vectors = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        if self.normalize:
+            vectors = torch.nn.functional.normalize(vectors, p=2, dim=-1)
+        return vectors.numpy().astype(np.float32, copy=False)
+
+    def encode_documents(self, texts: list[str]) -> np.ndarray:
+        return self.encode(texts, "documents")
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self.encode(texts, "queries")
+
+    def describe(self) -> dict:
+        return {"family": "transformer", "model": self.model_reference, "pooling": self.pooling,
+                "normalize": self.normalize, "max_length": self.max_length,
+                "query_prefix": self.prefixes["queries"], "doc_prefix": self.prefixes["documents"]}
+
+
+def build_dense_encoder(settings: dict, overrides: dict | None = None):
+    """The encoder a store's manifest describes; ``overrides`` (e.g. ``model``: another location of
+    the same checkpoint) replace its settings where not None."""
+    settings = {**settings, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    family = settings.pop("family", None)
+    if family == "transformer":
+        return TransformerDenseEncoder(**settings)
+    if family == "promptreps":
+        from .promptreps import PromptRepsEncoder
+
+        return PromptRepsEncoder(**settings).dense
+    if family == "bgem3":
+        from .bgem3 import dense_encoder
+
+        return dense_encoder(settings)
+    raise InputError(f"unknown dense encoder family {family!r} (known: transformer, promptreps, bgem3)")

@@ -1,0 +1,64 @@
+"""The TILDE store: per-passage TILDE outputs written at expansion time (`expand --store`), read by
+the TILDE-QL re-ranker."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..core.errors import InputError
+from .base import StoreWriter
+
+
+class TildeStore:
+    """Per-passage TILDE outputs written at expansion time, read by the TILDE-QL re-ranker.
+
+    Layout of the folder: `docids.txt`; `log_likelihoods.f16`, a float16 documents x |V| matrix of
+    log P(t|d) read through a memory map (re-ranking touches only the candidates' rows);
+    `passage_terms.i32` + `passage_offsets.i64`, each passage's scored token ids (for TILDE-DL);
+    `tilde.json`, the model and sizes. Written into `DIR.partial` and renamed when complete.
+    """
+
+    META = "tilde.json"
+
+    def __init__(self, folder: str):
+        self.folder = Path(folder)
+        meta_path = self.folder / self.META
+        if not meta_path.is_file():
+            raise InputError(f"{folder}: not a TILDE store (no {self.META}; build it with `expand --store`)")
+        self.meta = json.loads(meta_path.read_text())
+        self.docids = (self.folder / "docids.txt").read_text(encoding="utf-8").splitlines()
+        self.row = {docid: i for i, docid in enumerate(self.docids)}
+        shape = (len(self.docids), int(self.meta["vocab_size"]))
+        expected = shape[0] * shape[1] * 2
+        actual = (self.folder / "log_likelihoods.f16").stat().st_size
+        if actual != expected:
+            raise InputError(f"{self.folder / 'log_likelihoods.f16'}: {actual} bytes, expected {expected} "
+                             f"(truncated or from another model)")
+        self.log_likelihoods = np.memmap(self.folder / "log_likelihoods.f16", dtype=np.float16, mode="r", shape=shape)
+        self.terms = np.fromfile(self.folder / "passage_terms.i32", dtype=np.int32)
+        self.offsets = np.fromfile(self.folder / "passage_offsets.i64", dtype=np.int64)
+
+    def missing(self, docids) -> list[str]:
+        return [d for d in docids if d not in self.row]
+
+    def passage_terms(self, docid: str):
+        row = self.row[docid]
+        return self.terms[self.offsets[row]:self.offsets[row + 1]]
+
+    @staticmethod
+    def write(folder: str, docids: list[str], log_likelihoods: list, passage_terms: list[list[int]], meta: dict) -> None:
+        writer = StoreWriter(folder)
+        partial = writer.begin()
+        (partial / "docids.txt").write_text("".join(f"{d}\n" for d in docids), encoding="utf-8")
+        matrix = np.memmap(partial / "log_likelihoods.f16", dtype=np.float16, mode="w+",
+                           shape=(len(docids), int(meta["vocab_size"])))
+        for row, values in enumerate(log_likelihoods):
+            matrix[row] = values.numpy()
+        matrix.flush()
+        del matrix
+        np.asarray([t for terms in passage_terms for t in terms], dtype=np.int32).tofile(partial / "passage_terms.i32")
+        np.cumsum([0] + [len(t) for t in passage_terms], dtype=np.int64).tofile(partial / "passage_offsets.i64")
+        (partial / TildeStore.META).write_text(json.dumps({**meta, "documents": len(docids)}, indent=2) + "\n")
+        writer.publish(partial)
