@@ -32,6 +32,7 @@ def test_offline_demo_runs_the_main_job(tmp_path):
     assert set(measured) == {"bm25", "splade-tiny"}
     assert measured["splade-tiny"]["ndcg_cut_10"] > 0.5
     assert (tmp_path / "demo" / "run.splade-tiny.txt").is_file()
+    assert "top 3 hits for q6" in result.stdout and "  splade-tiny\n    1. " in result.stdout
 
 
 def test_lucene_wrapper_rejects_unknown_tool():

@@ -1,0 +1,142 @@
+"""The Python API against the commands on the sample collection: the same runs, identical.
+
+BM25 and SPLADE-tiny impact search through `lsr_pyserini.Searcher`, on-the-fly query encoding
+inside Pyserini's own `LuceneImpactSearcher`, and dense re-ranking with fusion through `Searcher`
+against `rerank`. Runs are compared as the TREC lines the commands write.
+"""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import SAMPLE, run_tool
+from lsr_pyserini.core.errors import InputError
+from lsr_pyserini.core.readers import read_queries
+from lsr_pyserini.core.writer import run_lines
+
+QUERIES = SAMPLE / "queries.test.tsv"
+CORPUS = SAMPLE / "corpus.jsonl"
+
+
+@pytest.fixture(scope="module")
+def sample_indexes(tmp_path_factory, tiny_encoder_only):
+    """BM25 and SPLADE-tiny indexes of the sample, their CLI runs, and a dense store + CLI re-ranked run."""
+    work = tmp_path_factory.mktemp("api")
+    steps = [
+        ("prepare", "corpus", "--input", CORPUS, "--output", work / "docs", "--quiet"),
+        ("lucene", "index", "--collection", "JsonCollection", "--input", work / "docs", "--index", work / "bm25",
+         "--generator", "DefaultLuceneDocumentGenerator", "--threads", "1"),
+        ("lucene", "search", "--index", work / "bm25", "--topics", QUERIES, "--output", work / "run.bm25.txt",
+         "--bm25", "--hits", "10"),
+        ("encode", "corpus", "--input", CORPUS, "--output", work / "vectors", "--quiet"),
+        ("encode", "queries", "--input", QUERIES, "--output", work / "queries.tsv", "--quiet"),
+        ("lucene", "index", "--collection", "JsonVectorCollection", "--input", work / "vectors", "--index",
+         work / "impact", "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
+         "--threads", "1"),
+        ("lucene", "search", "--index", work / "impact", "--topics", work / "queries.tsv", "--output",
+         work / "run.splade.txt", "--impact", "--hits", "10"),
+        ("encode", "dense", "--model", tiny_encoder_only, "--input", CORPUS, "--output", work / "dense",
+         "--pooling", "mean", "--quiet"),
+        ("rerank", "--reranker", "dense", "--run", work / "run.bm25.txt", "--queries", QUERIES, "--store",
+         work / "dense", "--output", work / "run.fused.txt", "--interpolate", "0.5"),
+    ]
+    for tool, *args in steps:
+        run_tool(tool, *args, check=True)
+    return work
+
+
+def as_lines(results: dict, tag: str) -> list[str]:
+    return list(run_lines({qid: [(h.docid, h.score) for h in hits] for qid, hits in results.items()}, tag))
+
+
+def queries():
+    loaded = list(read_queries(str(QUERIES)))
+    return [q.text for q in loaded], [q.id for q in loaded]
+
+
+def test_query_encoder_gives_the_impacts_encode_queries_writes(sample_indexes):
+    import lsr_pyserini
+
+    encoder = lsr_pyserini.QueryEncoder("splade-tiny")
+    written = {}
+    for line in (sample_indexes / "queries.tsv").read_text().splitlines():
+        qid, _, terms = line.partition("\t")
+        written[qid] = {}
+        for term in terms.split():
+            written[qid][term] = written[qid].get(term, 0) + 1
+    texts, qids = queries()
+    assert {qid: encoder.encode(text) for qid, text in zip(qids, texts)} == written
+    assert encoder.batch_encode(texts) == [written[qid] for qid in qids]
+
+
+def test_searcher_and_pyserini_searcher_equal_the_command_line_runs(sample_indexes):
+    import lsr_pyserini
+
+    texts, qids = queries()
+    cli_bm25 = (sample_indexes / "run.bm25.txt").read_text().splitlines(keepends=True)
+    cli_splade = (sample_indexes / "run.splade.txt").read_text().splitlines(keepends=True)
+    bm25 = lsr_pyserini.Searcher(str(sample_indexes / "bm25"))
+    assert as_lines(bm25.batch_search(texts, qids, k=10), "Anserini") == cli_bm25
+    splade = lsr_pyserini.Searcher(str(sample_indexes / "impact"), encoder="splade-tiny")
+    assert as_lines(splade.batch_search(texts, qids, k=10, threads=2), "Anserini") == cli_splade
+    one = splade.search(texts[0], k=3)
+    assert [h.docid for h in one] == [line.split()[2] for line in cli_splade if line.startswith(f"{qids[0]} ")][:3]
+
+    from pyserini.search.lucene import LuceneImpactSearcher
+
+    pyserini_searcher = LuceneImpactSearcher(str(sample_indexes / "impact"),
+                                             query_encoder=lsr_pyserini.QueryEncoder("splade-tiny"))
+    hits = pyserini_searcher.batch_search(texts, qids, k=10, threads=1)
+    assert list(run_lines({q: [(h.docid, h.score) for h in hits[q]] for q in qids}, "Anserini")) == cli_splade
+
+
+def test_searcher_reranks_exactly_as_the_rerank_command(sample_indexes):
+    import lsr_pyserini
+
+    texts, qids = queries()
+    searcher = lsr_pyserini.Searcher(str(sample_indexes / "bm25"), reranker="dense", store=str(sample_indexes / "dense"),
+                                     interpolate=0.5, candidates=10)
+    results = searcher.batch_search(texts, qids, k=10)
+    assert as_lines(results, "dense+fused") == (sample_indexes / "run.fused.txt").read_text().splitlines(keepends=True)
+    first = {line.split()[2]: float(line.split()[4]) for line in (sample_indexes / "run.bm25.txt").read_text().splitlines()
+             if line.startswith(f"{qids[0]} ")}
+    assert all(hit.first_stage_score == first[hit.docid] for hit in results[qids[0]])
+
+
+def test_bad_settings_are_refused_in_one_line(sample_indexes, tmp_path):
+    import lsr_pyserini
+
+    with pytest.raises(InputError, match="setting 'poolin' is not read by the splade encoder"):
+        lsr_pyserini.load_encoder("splade-tiny", poolin="max")
+    with pytest.raises(InputError, match="--alpha is an option of the 'tilde' re-ranker, not of 'dense'"):
+        lsr_pyserini.Searcher(str(sample_indexes / "bm25"), reranker="dense", store=str(sample_indexes / "dense"),
+                              reranker_options={"alpha": 0.5})
+    result = run_tool("rerank", "--reranker", "dense", "--run", sample_indexes / "run.bm25.txt", "--queries", QUERIES,
+                      "--store", sample_indexes / "dense", "--output", tmp_path / "x.txt", "--cls-weight", "1")
+    assert result.returncode == 2 and "--cls-weight is an option of the 'ssr' re-ranker" in result.stderr
+    assert not (tmp_path / "x.txt").exists()
+
+
+def test_a_changed_default_checkpoint_is_refused(tmp_path):
+    """The splade-tiny preset pins its weights' SHA-256: other weights under the same name are refused."""
+    import lsr_pyserini
+    from lsr_pyserini.core.presets import load_preset, resolve_model
+
+    preset = load_preset("splade-tiny")
+    copy = tmp_path / "model"
+    shutil.copytree(resolve_model(preset["model"]), copy)
+    with open(copy / "model.safetensors", "r+b") as handle:
+        handle.seek(-1, 2)
+        last = handle.read(1)
+        handle.seek(-1, 2)
+        handle.write(bytes([last[0] ^ 1]))
+    changed = tmp_path / "changed.yaml"
+    text = (SAMPLE.parent / "presets" / "splade-tiny.yaml").read_text()
+    changed.write_text(text.replace("python-package:cognition/model", str(copy)))
+    with pytest.raises(InputError, match="model.safetensors has SHA-256 .* the preset pins 96e1dd8dbbc82439"):
+        lsr_pyserini.load_encoder(str(changed))
+    result = run_tool("encode", "queries", "--encoder", changed, "--input", QUERIES, "--output", tmp_path / "q.tsv")
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and len(lines) == 1 and "the preset pins" in lines[0]
+    lsr_pyserini.load_encoder(str(changed), model=str(copy))  # weights named explicitly: not the preset's pin
