@@ -9,7 +9,6 @@ hits (docid, score, first 80 characters) for one sample query, and last the metr
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -18,7 +17,7 @@ from pathlib import Path
 from .core.cli import run_main
 from .core.errors import InputError
 from .core.readers import read_corpus, read_queries, read_run
-from .core.regression import load_regression, regress, substitute
+from .core.regression import load_regression, regress, report, substitute
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 REGRESSION = SAMPLE_DIR / "sample-splade-tiny.yaml"
@@ -38,7 +37,7 @@ def top_hits(work: Path, query_id: str) -> str:
         ranking = read_run(substitute(path, {"work": str(work), "data": str(SAMPLE_DIR), "threads": "1"}))
         lines.append(f"  {name}")
         for rank, (docid, score) in enumerate(ranking.get(query_id, [])[:SHOWN_HITS], start=1):
-            lines.append(f"    {rank}. {docid:<4} {score:9.4f}  {texts[docid][:SHOWN_CHARACTERS]}")
+            lines.append(f"    {rank}. {docid:<8} {score:>12.4f}  {texts[docid][:SHOWN_CHARACTERS]}")
         if not ranking.get(query_id):
             lines.append("    (nothing retrieved)")
     return "\n".join(lines)
@@ -60,11 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
-    for miss in misses:
-        print(f"MISS {miss}", file=sys.stderr)
-    print(json.dumps(measured, sort_keys=True))
-    if misses:
-        sys.exit(1)
+    sys.exit(report(measured, misses))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ metric misses its expectation (|measured - value| > tolerance).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -33,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 from .core.cli import run_main
-from .core.regression import default_data_root, regress
+from .core.regression import default_data_root, regress, report
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,11 +60,7 @@ def main(argv: list[str] | None = None) -> None:
             measured, misses = regress(args.regression, data_root, work, args.threads)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    for miss in misses:
-        print(f"MISS {miss}", file=sys.stderr)
-    print(json.dumps(measured, sort_keys=True))
-    if misses:
-        sys.exit(1)
+    sys.exit(report(measured, misses))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 The file format is described in `python -m lsr_pyserini.regress --help`."""
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -112,3 +113,12 @@ def regress(path: str, data_root: Path, work: Path, threads: int) -> tuple[dict,
                                   for c in ((key, label), (f"expected_{key}", "expected"))]
     print(format_table(rows, columns))
     return measured, check_expectations(spec, measured)
+
+
+def report(measured: dict, misses: list[str]) -> int:
+    """Print each missed expectation on stderr and the measured metrics as one JSON line (the last
+    line of the output); the exit status: 1 when an expectation was missed."""
+    for miss in misses:
+        print(f"MISS {miss}", file=sys.stderr)
+    print(json.dumps(measured, sort_keys=True))
+    return 1 if misses else 0
