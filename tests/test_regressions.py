@@ -32,6 +32,37 @@ def test_regression_reproduces_expected_metrics(name, shared_data, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     measured = json.loads(result.stdout.strip().splitlines()[-1])
     assert measured and all("ndcg_cut_10" in m for m in measured.values())
+    if name == "scifact-splade-tiny.yaml":
+        assert_on_the_fly_run_equals_pre_encoded(tmp_path / "work", shared_data / "scifact" / "queries.test.tsv")
+
+
+ON_THE_FLY = """
+import sys
+import lsr_pyserini
+from lsr_pyserini.core.readers import read_queries
+from lsr_pyserini.core.writer import run_lines
+lsr_pyserini.start_jvm()
+from pyserini.search.lucene import LuceneImpactSearcher
+index, queries, output = sys.argv[1:]
+searcher = LuceneImpactSearcher(index, query_encoder=lsr_pyserini.QueryEncoder("splade-tiny"))
+loaded = list(read_queries(queries))
+hits = searcher.batch_search([q.text for q in loaded], [q.id for q in loaded], k=1000, threads=2)
+with open(output, "w") as out:
+    out.writelines(run_lines({q.id: [(h.docid, h.score) for h in hits[q.id]] for q in loaded}, "Anserini"))
+"""
+
+
+def assert_on_the_fly_run_equals_pre_encoded(work, queries):
+    """Pyserini's LuceneImpactSearcher with lsr_pyserini.QueryEncoder: the pre-encoded top-1000 run."""
+    import subprocess
+    import sys
+
+    output = work / "run.on-the-fly.txt"
+    subprocess.run([sys.executable, "-c", ON_THE_FLY, str(work / "index"), str(queries), str(output)],
+                   check=True, capture_output=True, text=True)
+    pre_encoded = [line.split()[:5] for line in (work / "run.splade-tiny.txt").read_text().splitlines()]
+    on_the_fly = [line.split()[:5] for line in output.read_text().splitlines()]
+    assert len(on_the_fly) == len(pre_encoded) and on_the_fly == pre_encoded
 
 
 def test_regress_reports_a_missed_expectation(tmp_path):
