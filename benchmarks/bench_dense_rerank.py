@@ -27,8 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lsr_pyserini.core.readers import read_queries, read_run  # noqa: E402
-from lsr_pyserini.rerankers import candidates_of  # noqa: E402
-from lsr_pyserini.rerankers import build_reranker  # noqa: E402
+from lsr_pyserini.rerankers import build_reranker, candidates_of  # noqa: E402
 
 
 def main() -> None:

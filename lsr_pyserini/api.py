@@ -124,7 +124,8 @@ class Searcher:
         self.first_stage = first_stage_searcher(index, encoder, bm25, encoder_options or {})
         self.reranker = None
         if reranker is not None:
-            from .rerankers import build_reranker, reranker_options as own_options
+            from .rerankers import build_reranker
+            from .rerankers import reranker_options as own_options
 
             if store is None:
                 raise InputError(f"reranker {reranker!r} needs the store written at encoding time (store=...)")
@@ -152,7 +153,7 @@ class Searcher:
         from .rerankers import candidates_of, check_candidates, rerank
 
         first_stage = candidates_of(run, depth)
-        check_candidates(self.reranker, first_stage, "first-stage run", self.store)
+        check_candidates(self.reranker, first_stage, depth, "first-stage run", self.store)
         reranked = rerank(self.reranker, first_stage, dict(zip(qids, texts)), self.interpolate, self.fusion)
         first_scores = {qid: dict(ranking) for qid, ranking in first_stage.items()}
         return {qid: [Hit(docid, score, first_scores[qid][docid]) for docid, score in ranking[:k]]

@@ -31,15 +31,11 @@ from pathlib import Path
 from .core.cli import fail, progress_bar, run_main, set_threads, warn
 from .core.errors import InputError
 from .core.hf import load_tokenizer
-from .core.presets import preset_model, resolve_model
+from .core.presets import model_path
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
 from .core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, pretokenize, write_tokenizer_record
 from .core.writer import ShardWriter, atomic_write, write_corpus_shards
 from .encoders.bm25aug import LUCENE_MAX_CLAUSES, AugmentedQueries
-
-
-def model_path(reference: str) -> str:
-    return resolve_model(preset_model(reference))
 
 
 def build_index(args) -> None:

@@ -6,7 +6,7 @@
 
 Corpus output: JsonVectorCollection shards in DIR (plus DIR.manifest.json beside it), resumable.
 Query output: the TSV `pyserini.search.lucene --impact` reads, optionally JSONL with float weights.
-Dense output: a dense store (faiss index + docids + manifest, see lsr_pyserini/dense.py) that
+Dense output: a dense store (faiss index + docids + manifest, see lsr_pyserini/stores/dense.py) that
 `rerank --reranker dense` and `search_dense` read. Encoders with a dense side as well (PromptReps,
 BGE-M3) fill a store in the same pass with `encode corpus ... --dense-store STORE` (BGE-M3's also
 holds the ColBERT vectors and float sparse weights that `rerank --reranker bgem3` reads).
@@ -26,12 +26,19 @@ from .core.cli import progress_bar, run_main, set_threads, warn
 from .core.errors import InputError
 from .core.presets import available_presets
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
-from .core.writer import (DEFAULT_SHARD_SIZE, TOPIC_PATH_TRAPS, ShardWriter, WithDenseStore, atomic_write, quantize,
-                          query_line, write_corpus_shards)
+from .core.writer import (
+    DEFAULT_SHARD_SIZE,
+    TOPIC_PATH_TRAPS,
+    ShardWriter,
+    WithDenseStore,
+    atomic_write,
+    quantize,
+    query_line,
+    write_corpus_shards,
+)
 from .encoders import build_encoder
 from .encoders.dense import POOLINGS, TransformerDenseEncoder
 from .stores.dense import DenseStoreWriter
-
 
 
 def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:

@@ -22,8 +22,16 @@ import json
 from pathlib import Path
 
 from .core.cli import fail, run_main
-from .core.evaluation import (METRICS, SIGNIFICANCE_LEVEL, effectiveness, expected_overlap, format_table,
-                              index_statistics, parse_run_args, query_frequencies)
+from .core.evaluation import (
+    METRICS,
+    SIGNIFICANCE_LEVEL,
+    effectiveness,
+    expected_overlap,
+    format_table,
+    index_statistics,
+    parse_run_args,
+    query_frequencies,
+)
 
 
 def store_statistics(store_dir: str, queries_path: str) -> dict:

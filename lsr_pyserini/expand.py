@@ -18,9 +18,9 @@ from .core.batching import encode_in_length_order
 from .core.cli import progress_bar, run_main
 from .core.errors import InputError
 from .core.readers import CorpusCheck, read_corpus
+from .core.writer import atomic_write
 from .encoders.tilde import TildeModel
 from .stores.tilde import TildeStore
-from .core.writer import atomic_write
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -71,10 +71,12 @@ def first_stage_searcher(index: str, encoder: str | None, bm25: tuple[float, flo
 
 
 def _is_bm25aug(encoder: str) -> bool:
-    from .core.presets import preset_model, resolve_model
+    """Whether `encoder` names a bm25aug checkpoint folder or preset (no model is loaded or hashed)."""
+    from .core.presets import load_preset, resolve_model
 
     try:
-        path = resolve_model(preset_model(encoder))
+        path = Path(resolve_model(encoder))
+        family = read_family(path).get("family") if path.is_dir() else load_preset(encoder)["family"]
     except InputError:
         return False
-    return Path(path).is_dir() and read_family(path).get("family") == "bm25aug"
+    return family == "bm25aug"

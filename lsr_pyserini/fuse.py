@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from .core.cli import run_main, warn
-from .core.readers import InputError, read_run
 from .core.fusion import METHODS, RRF_K, common_queries, fuse
+from .core.readers import InputError, read_run
 from .core.writer import atomic_write, run_lines
 
 

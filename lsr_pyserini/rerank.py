@@ -22,8 +22,15 @@ from .core.errors import InputError
 from .core.fusion import NORMALISATIONS
 from .core.readers import read_queries, read_run
 from .core.writer import atomic_write, run_lines
-from .rerankers import (add_reranker_options, available_rerankers, build_reranker, candidates_of,
-                        check_candidates, rerank, reranker_options)
+from .rerankers import (
+    add_reranker_options,
+    available_rerankers,
+    build_reranker,
+    candidates_of,
+    check_candidates,
+    rerank,
+    reranker_options,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
                          f"({len(lacking)} of {len(run)} queries lack one)")
     first_stage = candidates_of(run, args.hits)
     reranker = build_reranker(args.reranker, args.store, options)
-    check_candidates(reranker, first_stage, args.run, args.store)
+    check_candidates(reranker, first_stage, args.hits, args.run, args.store)
     started = time.perf_counter()
     reranked = rerank(reranker, first_stage, texts, args.interpolate, args.fusion)
     elapsed = time.perf_counter() - started

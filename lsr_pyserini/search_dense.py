@@ -14,8 +14,8 @@ from pathlib import Path
 
 from .core.cli import run_main
 from .core.readers import InputError, read_queries
-from .rerankers.dense import DenseReranker
 from .core.writer import atomic_write, run_lines
+from .rerankers.dense import DenseReranker
 
 
 def build_parser() -> argparse.ArgumentParser:

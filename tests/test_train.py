@@ -5,12 +5,11 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
-
-from lsr_pyserini.core.errors import Interrupted
 import torch
 import torch.nn.functional as F
 
 from conftest import SAMPLE, error_lines, run_tool
+from lsr_pyserini.core.errors import Interrupted
 from lsr_pyserini.core.readers import InputError
 from lsr_pyserini.train import losses
 from lsr_pyserini.train.data import TrainingData

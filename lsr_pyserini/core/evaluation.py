@@ -10,8 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 from .errors import InputError
-from .readers import read_qrels, read_queries, read_run
 from .java import JavaNotFound, anserini_jar, configure_environment
+from .readers import read_qrels, read_queries, read_run
 
 # (key in JSON/CSV, label on screen)
 METRICS = [("ndcg_cut_10", "nDCG@10"), ("mrr_10", "MRR@10"), ("recall_100", "R@100"), ("recall_1000", "R@1000")]

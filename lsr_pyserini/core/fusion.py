@@ -1,6 +1,6 @@
 """Score fusion of ranked lists: per-query normalisation, weighted interpolation and RRF.
 
-A run is ``{qid: [(docid, score), ...]}``, the shape :func:`lsr_pyserini.data.read_run` returns.
+A run is ``{qid: [(docid, score), ...]}``, the shape :func:`lsr_pyserini.core.readers.read_run` returns.
 Used by ``python -m lsr_pyserini.fuse`` (any number of TREC runs) and by
 ``python -m lsr_pyserini.rerank --interpolate`` (first-stage scores with re-ranker scores).
 

@@ -30,11 +30,9 @@ def load_tokenizer(path: str):
 
 def check_family(path: str, expected: str) -> None:
     """Refuse a checkpoint this toolkit trained for another model family."""
-    marker = Path(path) / FAMILY_FILE
-    if marker.is_file():
-        family = json.loads(marker.read_text()).get("family")
-        if family != expected:
-            raise InputError(f"checkpoint {path} was trained as a {family!r} model, not {expected!r}")
+    marker = read_family(path)
+    if marker and marker.get("family") != expected:
+        raise InputError(f"checkpoint {path} was trained as a {marker.get('family')!r} model, not {expected!r}")
 
 
 def write_family(path, family: str, **details) -> None:

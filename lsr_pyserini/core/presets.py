@@ -110,3 +110,9 @@ def preset_model(base: str) -> str:
     except InputError:
         return base
     return checked_preset(settings, model_overridden=False)["model"]
+
+
+def model_path(reference: str) -> str:
+    """A preset name's model (its pinned files checked), or a model reference, as a local path where
+    it is one (`python-package:` references resolved; hub ids unchanged)."""
+    return resolve_model(preset_model(reference))

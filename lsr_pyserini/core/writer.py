@@ -9,10 +9,10 @@ and running the same command again resumes after the last complete shard.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
-import itertools
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 

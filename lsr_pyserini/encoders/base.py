@@ -39,13 +39,15 @@ class SparseEncoder(ABC):
     # -- the optional dense side -------------------------------------------------------------
     def encode_documents_with_dense(self, texts: list[str]) -> list[tuple[SparseVector, Any]]:
         """(sparse vector, dense part) per document from one forward pass."""
-        raise InputError(f"encoder {self.describe().get('family')!r} has no dense side; build a store for a "
-                         f"dense model with `encode dense`")
+        raise self._no_dense_side()
 
     def open_dense_store(self, path: str, settings: dict, overwrite: bool = False):
         """The store writer for `encode_documents_with_dense`'s dense parts."""
-        raise InputError(f"encoder {self.describe().get('family')!r} has no dense side; build a store for a "
-                         f"dense model with `encode dense`")
+        raise self._no_dense_side()
+
+    def _no_dense_side(self) -> InputError:
+        return InputError(f"encoder {self.describe().get('family')!r} has no dense side; build a store for a "
+                          f"dense model with `encode dense`")
 
 
 class DenseVectorSide:

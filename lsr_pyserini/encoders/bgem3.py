@@ -40,9 +40,9 @@ import torch
 import torch.nn.functional as F
 
 from ..core.errors import InputError
+from ..core.hf import load_quietly, load_tokenizer, model_error
 from ..core.presets import resolve_model
 from . import register
-from ..core.hf import load_quietly, load_tokenizer, model_error
 from .base import DenseVectorSide, SparseEncoder, SparseVector
 
 SPARSE_HEAD_FILE = "sparse_linear.pt"
@@ -329,7 +329,7 @@ class BgeM3Dense:
 
 
 def dense_encoder(settings: dict) -> BgeM3Dense:
-    """The dense side a store's manifest describes (`lsr_pyserini.dense.build_dense_encoder`)."""
+    """The dense side a store's manifest describes (`lsr_pyserini.encoders.dense.build_dense_encoder`)."""
     return BgeM3Dense(BgeM3Model(settings["model"], doc_max_length=settings.get("doc_max_length", 512),
                                  query_max_length=settings.get("query_max_length", 64)))
 

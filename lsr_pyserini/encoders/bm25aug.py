@@ -30,10 +30,13 @@ from pathlib import Path
 
 import torch
 
+from ..core.batching import encode_in_length_order
 from ..core.errors import InputError
-from ..core.presets import preset_model, resolve_model
-from . import register
 from ..core.hf import FAMILY_FILE, check_family, load_quietly, load_tokenizer, read_family, write_family
+from ..core.presets import model_path, resolve_model
+from ..core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, check_index_tokenizer, pretokenize
+from ..core.writer import quantize, query_line
+from . import register
 from .base import SparseEncoder, SparseVector
 
 HEADS_FILE = "bm25aug_heads.safetensors"
@@ -191,12 +194,10 @@ class AugmentedQueries:
     def __init__(self, model: str, index: str, boost_scale: float = 100, max_boost: int = 10_000,
                  max_terms: int = LUCENE_MAX_CLAUSES, augment: bool | None = None, weighting: bool | None = None,
                  batch_size: int = 32):
-        from ..core.wordpiece_bm25 import check_index_tokenizer
-
         if boost_scale <= 0 or max_boost <= 0 or max_terms <= 0:
             raise InputError("--boost-scale, --max-boost and --max-terms must be positive")
         self.reference = model
-        self.path = resolve_model(preset_model(model))
+        self.path = model_path(model)
         self.model = QueryAugmenter.load(self.path, augment=augment, weighting=weighting).eval()
         self.record = check_index_tokenizer(index, self.model.tokenizer, model)
         self.trained = read_family(self.path)
@@ -210,14 +211,10 @@ class AugmentedQueries:
     @property
     def bm25(self) -> tuple[float, float]:
         """The BM25 k1, b the model was trained with."""
-        from ..core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1
-
         return self.trained.get("k1", DEFAULT_K1), self.trained.get("b", DEFAULT_B)
 
     def check_searchable(self, queries: list[tuple[str, str]], source: str) -> None:
         """InputError for a query that tokenizes to nothing searchable."""
-        from ..core.wordpiece_bm25 import pretokenize
-
         special = set(self.model.tokenizer.all_special_tokens)
         empty = [qid for (qid, _), tokens in zip(queries, pretokenize(self.model.tokenizer, [t for _, t in queries]))
                  if not set(tokens) - special]
@@ -228,8 +225,6 @@ class AugmentedQueries:
 
     def lines(self, queries: list[tuple[str, str]], progress=None) -> tuple[list[str], int]:
         """TSV lines for (qid, text) queries and how many queries lost low-boost terms to the clause limit."""
-        from ..core.batching import encode_in_length_order
-
         with torch.inference_mode():
             vectors = encode_in_length_order(self.encoder.encode_queries, [text for _, text in queries],
                                              self.batch_size, progress)
@@ -239,8 +234,6 @@ class AugmentedQueries:
 def query_lines(qids: list[str], vectors: list[dict[str, float]], boost_scale: float, max_boost: int,
                 max_terms: int) -> tuple[list[str], int]:
     """TSV lines and how many queries lost low-boost terms to the clause limit."""
-    from ..core.writer import quantize, query_line
-
     lines, trimmed = [], 0
     for qid, vector in zip(qids, vectors):
         boosts = quantize(vector, boost_scale)

@@ -32,9 +32,9 @@ import numpy as np
 import torch
 
 from ..core.errors import InputError
+from ..core.hf import load_tokenizer, model_error
 from ..core.presets import resolve_model
 from . import register
-from ..core.hf import load_tokenizer, model_error
 from .base import DenseVectorSide, SparseEncoder, SparseVector
 
 SYSTEM_PROMPT = "You are an AI assistant that can understand human language."

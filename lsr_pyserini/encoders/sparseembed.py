@@ -9,7 +9,7 @@ what Lucene ranks candidates by).
 
 A checkpoint is a masked-LM folder plus `sparseembed_heads.pt` (the two heads) and lsr_family.json.
 `encode corpus --encoder sparseembed --dense-store STORE` writes the sparse part through the shared
-writer and the documents' term embeddings into a SparseEmbed store (`lsr_pyserini/sparseembed_store.py`).
+writer and the documents' term embeddings into a SparseEmbed store (`lsr_pyserini/stores/sparseembed.py`).
 """
 from __future__ import annotations
 
@@ -21,11 +21,10 @@ import numpy as np
 import torch
 
 from ..core.errors import InputError
+from ..core.hf import FAMILY_FILE, load_masked_lm, load_tokenizer
 from ..core.presets import resolve_model
 from . import register
-from ..core.hf import FAMILY_FILE, load_tokenizer
 from .base import SparseEncoder, SparseVector
-from ..core.hf import load_masked_lm
 from .splade import VOCAB_SLICE, _HeadInput
 
 HEADS_FILE = "sparseembed_heads.pt"

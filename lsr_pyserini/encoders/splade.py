@@ -18,9 +18,9 @@ from pathlib import Path
 import torch
 
 from ..core.errors import InputError
+from ..core.hf import load_masked_lm, load_tokenizer, model_error
 from ..core.presets import resolve_model
 from . import register
-from ..core.hf import load_masked_lm, load_tokenizer, model_error
 from .base import SparseEncoder, SparseVector
 
 VOCAB_SLICE = 4096  # rows of the output embedding projected at once (~16 MiB of logits per 256 tokens)

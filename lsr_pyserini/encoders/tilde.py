@@ -16,9 +16,8 @@ import re
 
 import torch
 
+from ..core.hf import load_masked_lm, load_tokenizer
 from ..core.presets import resolve_model
-from ..core.hf import load_tokenizer
-from ..core.hf import load_masked_lm
 
 # English stop words excluded from expansion, from TILDE-QL query terms and from BiQDL targets.
 STOPWORDS = frozenset("""

@@ -17,9 +17,9 @@ from pathlib import Path
 import torch
 
 from ..core.errors import InputError
+from ..core.hf import check_family, load_quietly, load_tokenizer, model_error
 from ..core.presets import resolve_model
 from . import register
-from ..core.hf import check_family, load_quietly, load_tokenizer, model_error
 from .base import SparseEncoder, SparseVector
 
 

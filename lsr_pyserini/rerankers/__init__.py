@@ -96,11 +96,11 @@ def candidates_of(run: Run, hits: int) -> Run:
     return top
 
 
-def check_candidates(reranker: Reranker, first_stage: Run, source: str, store: str) -> None:
-    """InputError when a candidate is not in the re-ranker's store (before any scoring)."""
+def check_candidates(reranker: Reranker, first_stage: Run, depth: int, source: str, store: str) -> None:
+    """InputError when a candidate (of each query's top `depth`) is not in the re-ranker's store,
+    checked before any scoring."""
     missing = reranker.missing({doc for ranking in first_stage.values() for doc, _ in ranking})
     if missing:
-        depth = max((len(r) for r in first_stage.values()), default=0)
         raise InputError(f"{source}: document {missing[0]!r} is not in the store {store} "
                          f"({len(missing)} documents of the run's top {depth} are missing; "
                          f"was the store built from the same corpus?)")

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from ..core.errors import InputError
-from ..encoders.dense import sentence_transformers_defaults
 from ..core.hf import load_quietly, load_tokenizer
 from ..core.presets import resolve_model
+from ..encoders.dense import sentence_transformers_defaults
 
 PROJECTION_KEY = "linear.weight"
 

@@ -18,6 +18,21 @@ from ..core.errors import InputError
 from ..core.writer import atomic_write
 
 
+def write_manifest(path: Path, manifest: dict) -> None:
+    """A store's JSON manifest, written atomically."""
+    atomic_write(path, [json.dumps(manifest, indent=2, sort_keys=True) + "\n"])
+
+
+def read_manifest(path: Path, not_a_store: str) -> dict:
+    """A store's JSON manifest; InputError `not_a_store` when it is absent, one line when malformed."""
+    if not path.is_file():
+        raise InputError(not_a_store)
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: malformed JSON ({err.msg})") from None
+
+
 class StoreWriter:
     """Writes a store folder once: files go to STORE.building/, renamed to STORE when complete."""
 

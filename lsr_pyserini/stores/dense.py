@@ -18,14 +18,13 @@ time (resumable like the sparse shards); the folder STORE appears only when comp
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ..core.errors import InputError
 from ..core.writer import atomic_write
-from .base import ShardedStoreWriter
+from .base import ShardedStoreWriter, read_manifest, write_manifest
 
 STORE_FORMAT = "lsr-pyserini-dense-store/1"
 INDEX_FILE, DOCIDS_FILE, MANIFEST_FILE = "index.faiss", "docids.txt", "manifest.json"
@@ -92,7 +91,7 @@ class DenseStoreWriter(ShardedStoreWriter):
             np.save(building / f"{name}{RAGGED_DATA}", np.concatenate(chunks))
             np.save(building / f"{name}{RAGGED_OFFSETS}", np.concatenate([[0], np.cumsum(np.concatenate(lengths))]))
         atomic_write(building / DOCIDS_FILE, (f"{docid}\n" for docid in docids))
-        atomic_write(building / MANIFEST_FILE, [json.dumps(manifest, indent=2, sort_keys=True) + "\n"])
+        write_manifest(building / MANIFEST_FILE, manifest)
         self.publish(building)
         return manifest
 
@@ -103,13 +102,8 @@ class DenseStore:
     def __init__(self, store_dir: str):
         self.path = Path(store_dir)
         manifest_file = self.path / MANIFEST_FILE
-        if not manifest_file.is_file():
-            raise InputError(f"{store_dir}: not a dense store (no {MANIFEST_FILE}; build one with "
-                             f"`python -m lsr_pyserini.encode dense`)")
-        try:
-            self.manifest = json.loads(manifest_file.read_text())
-        except json.JSONDecodeError as err:
-            raise InputError(f"{manifest_file}: malformed JSON ({err.msg})") from None
+        self.manifest = read_manifest(manifest_file, f"{store_dir}: not a dense store (no {MANIFEST_FILE}; build one "
+                                                     f"with `python -m lsr_pyserini.encode dense`)")
         if self.manifest.get("format") != STORE_FORMAT:
             raise InputError(f"{manifest_file}: unknown store format {self.manifest.get('format')!r}")
         faiss = faiss_module()

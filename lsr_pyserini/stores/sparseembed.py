@@ -20,14 +20,13 @@ STORE appears only when complete.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ..core.errors import InputError
 from ..core.writer import atomic_write
-from .base import ShardedStoreWriter
+from .base import ShardedStoreWriter, read_manifest, write_manifest
 from .dense import DOCIDS_FILE
 
 STORE_FORMAT = "lsr-pyserini-sparseembed-store/2"
@@ -84,7 +83,7 @@ class SparseEmbedStoreWriter(ShardedStoreWriter):
         np.save(building / OFFSETS_FILE, offsets)
         np.save(building / VALUE_OFFSETS_FILE, value_offsets)
         atomic_write(building / DOCIDS_FILE, (f"{docid}\n" for docid in docids))
-        atomic_write(building / META_FILE, [json.dumps(manifest, indent=2, sort_keys=True) + "\n"])
+        write_manifest(building / META_FILE, manifest)
         self.publish(building)
         return manifest
 
@@ -95,13 +94,9 @@ class SparseEmbedStore:
     def __init__(self, store_dir: str):
         self.path = Path(store_dir)
         meta_file = self.path / META_FILE
-        if not meta_file.is_file():
-            raise InputError(f"{store_dir}: not a SparseEmbed store (no {META_FILE}; build one with "
-                             f"`python -m lsr_pyserini.encode corpus --encoder sparseembed --dense-store STORE`)")
-        try:
-            self.meta = json.loads(meta_file.read_text())
-        except json.JSONDecodeError as err:
-            raise InputError(f"{meta_file}: malformed JSON ({err.msg})") from None
+        self.meta = read_manifest(meta_file, f"{store_dir}: not a SparseEmbed store (no {META_FILE}; build one with "
+                                             f"`python -m lsr_pyserini.encode corpus --encoder sparseembed "
+                                             f"--dense-store STORE`)")
         if self.meta.get("format") != STORE_FORMAT:
             raise InputError(f"{meta_file}: unknown store format {self.meta.get('format')!r}")
         self.identity = self.meta["identity"]

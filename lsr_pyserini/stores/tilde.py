@@ -17,7 +17,7 @@ class TildeStore:
     Layout of the folder: `docids.txt`; `log_likelihoods.f16`, a float16 documents x |V| matrix of
     log P(t|d) read through a memory map (re-ranking touches only the candidates' rows);
     `passage_terms.i32` + `passage_offsets.i64`, each passage's scored token ids (for TILDE-DL);
-    `tilde.json`, the model and sizes. Written into `DIR.partial` and renamed when complete.
+    `tilde.json`, the model and sizes. Written into `DIR.building` and renamed when complete.
     """
 
     META = "tilde.json"
@@ -50,15 +50,15 @@ class TildeStore:
     @staticmethod
     def write(folder: str, docids: list[str], log_likelihoods: list, passage_terms: list[list[int]], meta: dict) -> None:
         writer = StoreWriter(folder)
-        partial = writer.begin()
-        (partial / "docids.txt").write_text("".join(f"{d}\n" for d in docids), encoding="utf-8")
-        matrix = np.memmap(partial / "log_likelihoods.f16", dtype=np.float16, mode="w+",
+        building = writer.begin()
+        (building / "docids.txt").write_text("".join(f"{d}\n" for d in docids), encoding="utf-8")
+        matrix = np.memmap(building / "log_likelihoods.f16", dtype=np.float16, mode="w+",
                            shape=(len(docids), int(meta["vocab_size"])))
         for row, values in enumerate(log_likelihoods):
             matrix[row] = values.numpy()
         matrix.flush()
         del matrix
-        np.asarray([t for terms in passage_terms for t in terms], dtype=np.int32).tofile(partial / "passage_terms.i32")
-        np.cumsum([0] + [len(t) for t in passage_terms], dtype=np.int64).tofile(partial / "passage_offsets.i64")
-        (partial / TildeStore.META).write_text(json.dumps({**meta, "documents": len(docids)}, indent=2) + "\n")
-        writer.publish(partial)
+        np.asarray([t for terms in passage_terms for t in terms], dtype=np.int32).tofile(building / "passage_terms.i32")
+        np.cumsum([0] + [len(t) for t in passage_terms], dtype=np.int64).tofile(building / "passage_offsets.i64")
+        (building / TildeStore.META).write_text(json.dumps({**meta, "documents": len(docids)}, indent=2) + "\n")
+        writer.publish(building)

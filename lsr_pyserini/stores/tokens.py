@@ -14,14 +14,13 @@ built as STORE.building and renamed, so it is complete or absent.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ..core.errors import InputError
 from ..core.writer import atomic_write
-from .base import StoreWriter
+from .base import StoreWriter, read_manifest, write_manifest
 
 STORE_FORMAT = "lsr-pyserini-token-store/1"
 MANIFEST, DOCIDS, OFFSETS = "manifest.json", "docids.txt", "offsets.npy"
@@ -64,7 +63,7 @@ class TokenRowsWriter(StoreWriter):
         manifest = {"format": STORE_FORMAT, "kind": self.kind, **self.settings, "documents": len(self.docids),
                     "tokens": int(offsets[-1]), "token_arrays": sorted(self.token_parts),
                     "document_arrays": sorted(self.doc_parts), **(summary or {})}
-        atomic_write(building / MANIFEST, [json.dumps(manifest, indent=2, sort_keys=True) + "\n"])
+        write_manifest(building / MANIFEST, manifest)
         self.publish(building)
         return manifest
 
@@ -74,13 +73,7 @@ class TokenRows:
 
     def __init__(self, path: str, kind: str):
         self.path = Path(path)
-        manifest_file = self.path / MANIFEST
-        if not manifest_file.is_file():
-            raise InputError(f"{path}: not an SSR {kind} store (no {MANIFEST})")
-        try:
-            self.manifest = json.loads(manifest_file.read_text())
-        except json.JSONDecodeError as err:
-            raise InputError(f"{manifest_file}: malformed JSON ({err.msg})") from None
+        self.manifest = read_manifest(self.path / MANIFEST, f"{path}: not an SSR {kind} store (no {MANIFEST})")
         if self.manifest.get("format") != STORE_FORMAT or self.manifest.get("kind") != kind:
             raise InputError(f"{path}: a {self.manifest.get('kind')!r} store, not an SSR {kind} store")
         self.docids = (self.path / DOCIDS).read_text(encoding="utf-8").splitlines()

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from ..core.errors import InputError
-from ..encoders.bm25aug import QueryAugmenter
 from ..core.presets import resolve_model
 from ..core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, CorpusVectors, bm25_check
+from ..encoders.bm25aug import QueryAugmenter
 from . import register
 from .data import Batch
 from .losses import contrastive_loss

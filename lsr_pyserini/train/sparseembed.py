@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from ..encoders.sparseembed import DIMENSIONS, HEADS_FILE, SparseEmbedModel, embedding_scores
 from ..core.presets import resolve_model
+from ..encoders.sparseembed import DIMENSIONS, HEADS_FILE, SparseEmbedModel, embedding_scores
 from . import register
 from .data import Batch
 from .losses import contrastive_loss, flops, margin_mse, quadratic_warmup

@@ -6,10 +6,9 @@ import argparse
 
 import torch
 
-from ..core.hf import load_tokenizer, write_family
-from ..core.hf import load_masked_lm
-from ..encoders.splade import VOCAB_SLICE, run_to_head
+from ..core.hf import load_masked_lm, load_tokenizer, write_family
 from ..core.presets import resolve_model
+from ..encoders.splade import VOCAB_SLICE, run_to_head
 from . import register
 from .data import Batch
 from .losses import contrastive_loss, flops, quadratic_warmup, with_margin_mse
