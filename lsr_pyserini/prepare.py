@@ -1,7 +1,11 @@
 """Convert a corpus or queries to what Pyserini's BM25 tools read, with no model involved.
 
     python -m lsr_pyserini.prepare corpus  --input CORPUS  --output DIR    (JsonCollection shards)
-    python -m lsr_pyserini.prepare queries --input QUERIES --output FILE.tsv
+    python -m lsr_pyserini.prepare queries --input QUERIES --output FILE.tsv [--sample N --seed S]
+    python -m lsr_pyserini.prepare subset  --input CORPUS  --queries Q.tsv --qrels QRELS --documents N --output FILE.jsonl
+
+`subset` makes a smaller collection for quick experiments and CI: every document judged for the
+given queries, filled up to N documents with others drawn at random (seeded), in corpus order.
 
 CORPUS and QUERIES are read exactly as `lsr_pyserini.encode` reads them (title and text joined by
 one space), so a BM25 baseline sees the same text as the learned sparse encoders.
@@ -9,12 +13,14 @@ one space), so a BM25 baseline sees the same text as the learned sparse encoders
 from __future__ import annotations
 
 import argparse
+import json
+import random
 import sys
 from pathlib import Path
 
 from .core.cli import progress_bar, run_main, warn
 from .core.errors import InputError
-from .core.readers import CorpusCheck, input_identity, read_corpus, read_queries
+from .core.readers import CorpusCheck, input_identity, read_corpus, read_qrels, read_queries
 from .core.writer import DEFAULT_SHARD_SIZE, ShardWriter, atomic_write, write_corpus_shards
 
 
@@ -47,9 +53,37 @@ def prepare_queries(args) -> None:
     queries = list(read_queries(args.input))
     if not queries:
         raise InputError(f"{args.input}: no queries")
+    if args.sample is not None:
+        if args.sample <= 0:
+            raise InputError(f"--sample must be positive, got {args.sample}")
+        chosen = set(random.Random(args.seed).sample(range(len(queries)), min(args.sample, len(queries))))
+        queries = [q for i, q in enumerate(queries) if i in chosen]
     lines = [f"{q.id}\t{' '.join(q.text.split())}\n" for q in queries]
     atomic_write(Path(args.output), lines)
     print(f"wrote {len(queries)} queries into {args.output}", file=sys.stderr)
+
+
+def prepare_subset(args) -> None:
+    query_ids = {q.id for source in args.queries for q in read_queries(source)}
+    if not query_ids:
+        raise InputError("--queries: no queries")
+    judged = {docid for source in args.qrels for qid, docs in read_qrels(source).items()
+              if qid in query_ids for docid in docs}
+    ids = [doc.id for doc in read_corpus(args.input)]
+    missing = judged - set(ids)
+    if missing:
+        warn(f"{len(missing)} judged documents are not in {args.input}")
+    judged &= set(ids)
+    if args.documents < len(judged):
+        raise InputError(f"--documents {args.documents} is fewer than the {len(judged)} documents judged "
+                         f"for these queries")
+    others = [docid for docid in ids if docid not in judged]
+    kept = judged | set(random.Random(args.seed).sample(others, min(args.documents - len(judged), len(others))))
+    lines = (json.dumps({"_id": doc.id, "text": doc.text}, ensure_ascii=False) + "\n"
+             for doc in read_corpus(args.input) if doc.id in kept)
+    atomic_write(Path(args.output), lines)
+    print(f"wrote {len(kept)} documents ({len(judged)} judged for {len(query_ids)} queries) into {args.output}",
+          file=sys.stderr)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,12 +100,25 @@ def build_parser() -> argparse.ArgumentParser:
     queries = sub.add_parser("queries", help="write a qid<TAB>text TSV")
     queries.add_argument("--input", required=True, help="qid<TAB>text TSV file or ir_datasets id")
     queries.add_argument("--output", required=True, help="TSV file to write")
+    queries.add_argument("--sample", type=int, default=None,
+                         help="keep this many queries drawn at random, in file order (default: all)")
+    queries.add_argument("--seed", type=int, default=0, help="seed of --sample (default: 0)")
+    subset = sub.add_parser("subset", help="write a smaller corpus: judged documents plus random others")
+    subset.add_argument("--input", required=True, help="JSONL/JSONL.GZ file, BEIR folder or ir_datasets id")
+    subset.add_argument("--queries", required=True, action="append",
+                        help="TSV queries whose judged documents are kept (repeatable)")
+    subset.add_argument("--qrels", required=True, action="append", help="TREC qrels (repeatable)")
+    subset.add_argument("--documents", type=int, required=True,
+                        help="documents in the subset, judged ones included")
+    subset.add_argument("--seed", type=int, default=0, help="seed of the random fill (default: 0)")
+    subset.add_argument("--output", required=True,
+                        help="JSONL file to write ({_id, text}: the text as every encoder reads it)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    (prepare_corpus if args.side == "corpus" else prepare_queries)(args)
+    {"corpus": prepare_corpus, "queries": prepare_queries, "subset": prepare_subset}[args.side](args)
 
 
 if __name__ == "__main__":
