@@ -22,10 +22,13 @@ REGRESSIONS = ["scifact-bm25.yaml", "scifact-splade-tiny.yaml",
                pytest.param("scifact-splade-tiny-finetuned.yaml", marks=ON_REQUEST),  # trains: ~30 min
                pytest.param("scifact-tildev2.yaml", marks=ON_REQUEST),  # trains: ~1 h
                pytest.param("scifact-sparseembed.yaml", marks=ON_REQUEST)]
+# The CI tier: one short reproduction per family (subsets of SciFact, short schedules), each with
+# margins over its untrained model and a baseline on the same subset; every file in eval/regressions/ci.
+CI_TIER = sorted(f"ci/{path.name}" for path in (REPO / "eval" / "regressions" / "ci").glob("*.yaml"))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", REGRESSIONS)
+@pytest.mark.parametrize("name", REGRESSIONS + CI_TIER)
 def test_regression_reproduces_expected_metrics(name, shared_data, tmp_path):
     result = run_tool("regress", REPO / "eval" / "regressions" / name, "--data-root", shared_data,
                       "--work", tmp_path / "work")
