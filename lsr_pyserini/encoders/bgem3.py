@@ -124,10 +124,12 @@ def check_config(path: str):
 
 
 def load_encoder(path: str):
-    """The XLM-RoBERTa encoder without its (unused) pooler; InputError when weights are missing."""
+    """The XLM-RoBERTa encoder without its (unused) pooler, in float32 whatever dtype the weights are
+    stored in (transformers 5 keeps a float16 checkpoint in float16; FlagEmbedding computes in float32
+    on CPU, and so do we); InputError when weights are missing."""
     from transformers import AutoModel
 
-    return load_quietly(AutoModel, path, "checkpoint is incomplete", add_pooling_layer=False).eval()
+    return load_quietly(AutoModel, path, "checkpoint is incomplete", add_pooling_layer=False).float().eval()
 
 
 class BgeM3Model:

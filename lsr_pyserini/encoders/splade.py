@@ -72,7 +72,10 @@ class SpladeEncoder(SparseEncoder):
         self.top_k = {"documents": doc_top_k, "queries": query_top_k}
         self.query_mode = query_mode
         self.tokenizer = load_tokenizer(self.path)
-        self.model = load_masked_lm(self.path)  # documents always need it, even for inference-free queries
+        # Documents always need the model, even for inference-free queries. float32 whatever dtype the
+        # weights are stored in: transformers 5 keeps a bfloat16/float16 checkpoint in that dtype, which
+        # the float32 projection below cannot multiply (and which is slow and imprecise on CPU).
+        self.model = load_masked_lm(self.path).float()
         head = self.model.get_output_embeddings()
         # Rows past the tokenizer's vocabulary (padded embedding matrices) name no term: drop them.
         terms = min(head.weight.shape[0], len(self.tokenizer))
