@@ -41,7 +41,8 @@ def write_family(path, family: str, **details) -> None:
 
 def load_quietly(loader, path: str, what: str, **kwargs):
     """`loader.from_pretrained(path, **kwargs)` with transformers' load report silenced (weights a
-    head-less class does not use are expected); InputError when the checkpoint lacks weights."""
+    head-less class does not use are expected); InputError when the checkpoint lacks weights. The model
+    computes in float32 whatever dtype the checkpoint stores (transformers 5 keeps the stored dtype)."""
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
@@ -56,7 +57,7 @@ def load_quietly(loader, path: str, what: str, **kwargs):
     if missing:
         raise InputError(f"model {path!r}: {what} (missing {', '.join(missing[:3])}"
                          f"{', ...' if len(missing) > 3 else ''})")
-    return model
+    return model.float()
 
 
 def read_family(path) -> dict:
@@ -67,7 +68,7 @@ def read_family(path) -> dict:
 
 def load_masked_lm(path: str, family: str = "splade"):
     """A masked-LM model; InputError when the checkpoint has no (trained) MLM head, or when this
-    toolkit trained it for another family than `family`."""
+    toolkit trained it for another family than `family`. Computes in float32, as `load_quietly`."""
     from transformers import AutoConfig, AutoModelForMaskedLM
 
     check_family(path, family)
@@ -90,4 +91,4 @@ def load_masked_lm(path: str, family: str = "splade"):
         raise InputError(
             f"model {path!r}: checkpoint {what} (missing {', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})"
         )
-    return model.eval()
+    return model.float().eval()

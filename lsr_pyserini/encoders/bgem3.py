@@ -129,7 +129,7 @@ def load_encoder(path: str):
     on CPU, and so do we); InputError when weights are missing."""
     from transformers import AutoModel
 
-    return load_quietly(AutoModel, path, "checkpoint is incomplete", add_pooling_layer=False).float().eval()
+    return load_quietly(AutoModel, path, "checkpoint is incomplete", add_pooling_layer=False).eval()
 
 
 class BgeM3Model:

@@ -75,7 +75,7 @@ class SpladeEncoder(SparseEncoder):
         # Documents always need the model, even for inference-free queries. float32 whatever dtype the
         # weights are stored in: transformers 5 keeps a bfloat16/float16 checkpoint in that dtype, which
         # the float32 projection below cannot multiply (and which is slow and imprecise on CPU).
-        self.model = load_masked_lm(self.path).float()
+        self.model = load_masked_lm(self.path)
         head = self.model.get_output_embeddings()
         # Rows past the tokenizer's vocabulary (padded embedding matrices) name no term: drop them.
         terms = min(head.weight.shape[0], len(self.tokenizer))
