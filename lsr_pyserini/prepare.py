@@ -14,13 +14,12 @@ from pathlib import Path
 
 from .core.cli import progress_bar, run_main, warn
 from .core.errors import InputError
+from .core.options import positive_int
 from .core.readers import CorpusCheck, input_identity, read_corpus, read_queries
 from .core.writer import DEFAULT_SHARD_SIZE, ShardWriter, atomic_write, write_corpus_shards
 
 
 def prepare_corpus(args) -> None:
-    if args.shard_size <= 0:
-        raise InputError(f"shard-size must be positive, got {args.shard_size}")
     check = CorpusCheck(args.input).run()
     if check.count == 0:
         raise InputError(f"{args.input}: corpus has no documents")
@@ -59,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     corpus = sub.add_parser("corpus", help="write Pyserini JsonCollection shards")
     corpus.add_argument("--input", required=True, help="JSONL/JSONL.GZ file, BEIR folder or ir_datasets id")
     corpus.add_argument("--output", required=True, help="folder for the shards (DIR.manifest.json beside it)")
-    corpus.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
+    corpus.add_argument("--shard-size", type=positive_int, default=DEFAULT_SHARD_SIZE,
                         help=f"documents per shard (default: {DEFAULT_SHARD_SIZE})")
     corpus.add_argument("--overwrite", action="store_true", help="discard existing output")
     corpus.add_argument("--quiet", action="store_true", help="no progress bar")
