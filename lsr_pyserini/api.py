@@ -20,14 +20,18 @@ from pathlib import Path
 from .core.batching import encode_in_length_order
 from .core.errors import InputError
 from .core.hf import read_family
+from .core.options import checked, positive_float, positive_int, probability
 from .core.presets import checked_preset, load_preset
+from .core.wordpiece_bm25 import bm25_check
 from .core.writer import quantize
 from .encoders import build_encoder
 from .encoders.base import SparseEncoder, SparseVector
 
 DEFAULT_ENCODER = "splade-tiny"
-POSITIVE_SETTINGS = ("batch_size", "doc_max_length", "query_max_length", "doc_top_k", "query_top_k",
-                     "impact_scale", "query_impact_scale")
+# the numeric settings and their types: the same as the `encode` flags that set them
+NUMERIC_SETTINGS = {"batch_size": positive_int, "doc_max_length": positive_int, "query_max_length": positive_int,
+                    "doc_top_k": positive_int, "query_top_k": positive_int, "impact_scale": positive_float,
+                    "query_impact_scale": positive_float}
 
 
 def encoder_settings(name_or_path: str = DEFAULT_ENCODER, **overrides) -> dict:
@@ -40,10 +44,9 @@ def encoder_settings(name_or_path: str = DEFAULT_ENCODER, **overrides) -> dict:
     else:
         settings = checked_preset(load_preset(name_or_path), model_overridden=overrides.get("model") is not None)
     settings.update({k: v for k, v in overrides.items() if v is not None})
-    for key in POSITIVE_SETTINGS:
-        value = settings.get(key)
-        if value is not None and value <= 0:
-            raise InputError(f"{key.replace('_', '-')} must be positive, got {value}")
+    for key, kind in NUMERIC_SETTINGS.items():
+        if settings.get(key) is not None:
+            settings[key] = checked(key, settings[key], kind)
     settings.setdefault("impact_scale", 100)
     settings.setdefault("batch_size", 32)
     return settings
@@ -117,10 +120,11 @@ class Searcher:
 
         if not Path(index).is_dir():
             raise InputError(f"{index}: no such index folder")
-        if interpolate is not None and not 0.0 <= interpolate <= 1.0:
-            raise InputError(f"interpolate must be in [0, 1], got {interpolate}")
-        if candidates <= 0:
-            raise InputError(f"candidates must be positive, got {candidates}")
+        if interpolate is not None:
+            interpolate = checked("interpolate", interpolate, probability)
+        candidates = checked("candidates", candidates, positive_int)
+        if bm25 is not None:
+            bm25_check(*bm25)
         self.first_stage = first_stage_searcher(index, encoder, bm25, encoder_options or {})
         self.reranker = None
         if reranker is not None:
@@ -134,7 +138,9 @@ class Searcher:
             unknown = sorted(set(options) - set(own) - {"model", "batch_size"})
             if unknown:
                 raise InputError(f"reranker {reranker!r} has no option {unknown[0]!r}")
-            self.reranker = build_reranker(reranker, store, options)
+            if options.get("batch_size") is not None:
+                options["batch_size"] = checked("batch_size", options["batch_size"], positive_int)
+            self.reranker = build_reranker(reranker, store, {**options, **own})
         self.store, self.interpolate, self.fusion, self.candidates = store, interpolate, fusion, candidates
 
     def search(self, text: str, k: int = 10) -> list[Hit]:
@@ -144,8 +150,7 @@ class Searcher:
         """{qid: hits} for each query; with a re-ranker, the top k of its re-scored candidates."""
         if len(texts) != len(qids):
             raise InputError(f"{len(texts)} query texts for {len(qids)} query ids")
-        if k <= 0:
-            raise InputError(f"k must be positive, got {k}")
+        k, threads = checked("k", k, positive_int), checked("threads", threads, positive_int)
         depth = max(k, self.candidates) if self.reranker else k
         run = self.first_stage.search(texts, qids, depth, threads)
         if self.reranker is None:

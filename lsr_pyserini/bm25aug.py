@@ -31,6 +31,7 @@ from pathlib import Path
 from .core.cli import fail, progress_bar, run_main, set_threads, warn
 from .core.errors import InputError
 from .core.hf import load_tokenizer
+from .core.options import positive_float, positive_int
 from .core.presets import model_path
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
 from .core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, pretokenize, write_tokenizer_record
@@ -119,8 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--index", required=True, help="Lucene index folder to create (INDEX.docs/ holds the tokens)")
     index.add_argument("--scoring", choices=("bm25", "bow"), default="bm25",
                        help="bm25 (default) or bow: binary impacts, the 'no BM25' ablation")
-    index.add_argument("--shard-size", type=int, default=10_000, help="documents per shard (default: 10000)")
-    index.add_argument("--threads", type=int, default=1, help="Lucene indexing threads (default: 1)")
+    index.add_argument("--shard-size", type=positive_int, default=10_000, help="documents per shard (default: 10000)")
+    index.add_argument("--threads", type=positive_int, default=1, help="Lucene indexing threads (default: 1)")
     index.add_argument("--overwrite", action="store_true", help="replace an existing index and token shards")
     index.add_argument("--quiet", action="store_true", help="no progress bar")
     queries = sub.add_parser("queries", help="generate augmented, re-weighted BM25 queries")
@@ -130,17 +131,17 @@ def build_parser() -> argparse.ArgumentParser:
     queries.add_argument("--index", required=True, help="the WordPiece index the queries will run on (tokenizer checked)")
     queries.add_argument("--input", required=True, help="queries: qid<TAB>text TSV or ir_datasets id")
     queries.add_argument("--output", required=True, help="query TSV for pyserini.search.lucene --bm25 --pretokenized")
-    queries.add_argument("--boost-scale", type=float, default=100,
+    queries.add_argument("--boost-scale", type=positive_float, default=100,
                          help="integer boost = round(weight x scale); weights under 0.5/scale are dropped (default: 100)")
-    queries.add_argument("--max-boost", type=int, default=10_000,
+    queries.add_argument("--max-boost", type=positive_int, default=10_000,
                          help="refuse a term boost above this (the TSV repeats a term boost times; default: 10000)")
-    queries.add_argument("--max-terms", type=int, default=LUCENE_MAX_CLAUSES,
+    queries.add_argument("--max-terms", type=positive_int, default=LUCENE_MAX_CLAUSES,
                          help=f"keep at most this many distinct terms per query, the largest boosts "
                               f"(Lucene's clause limit; default: {LUCENE_MAX_CLAUSES})")
     queries.add_argument("--no-augmentation", action="store_true", help="ablation: a(q) = 0 (re-weighting only)")
     queries.add_argument("--no-weighting", action="store_true", help="ablation: w(q) = 1 (augmentation only)")
-    queries.add_argument("--batch-size", type=int, default=32, help="queries per forward pass (default: 32)")
-    queries.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+    queries.add_argument("--batch-size", type=positive_int, default=32, help="queries per forward pass (default: 32)")
+    queries.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     queries.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 

@@ -24,6 +24,7 @@ from .api import QueryEncoder, encoder_settings
 from .core.batching import encode_in_length_order
 from .core.cli import progress_bar, run_main, set_threads, warn
 from .core.errors import InputError
+from .core.options import positive_float, positive_int, refuse_foreign
 from .core.presets import available_presets
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
 from .core.writer import (
@@ -36,7 +37,7 @@ from .core.writer import (
     query_line,
     write_corpus_shards,
 )
-from .encoders import build_encoder
+from .encoders import build_encoder, families_reading, families_with_dense_side
 from .encoders.dense import POOLINGS, TransformerDenseEncoder
 from .stores.dense import DenseStoreWriter
 
@@ -49,20 +50,21 @@ def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:
     parser.add_argument("--input", required=True,
                         help="JSONL/JSONL.GZ file, BEIR folder or ir_datasets id" if side == "corpus"
                         else "qid<TAB>text TSV file or ir_datasets id")
-    parser.add_argument("--batch-size", type=int, help="texts per forward pass (default: the preset's, else 32)")
-    parser.add_argument("--max-length", type=int,
+    parser.add_argument("--batch-size", type=positive_int,
+                        help="texts per forward pass (default: the preset's, else 32)")
+    parser.add_argument("--max-length", type=positive_int,
                         help=f"tokens kept per {'document' if side == 'corpus' else 'query'} "
                              f"(default: the preset's {'doc' if side == 'corpus' else 'query'}_max_length)")
-    parser.add_argument("--top-k", type=int,
+    parser.add_argument("--top-k", type=positive_int,
                         help="keep only the k largest weights per text (default: the preset's; none = all)")
-    parser.add_argument("--impact-scale", type=float,
+    parser.add_argument("--impact-scale", type=positive_float,
                         help="integer impact = round(weight x scale) (default: the preset's, else 100)")
     parser.add_argument("--pooling", choices=("max", "sum"), help="SPLADE pooling (default: the preset's)")
     parser.add_argument("--chat-template", metavar="FILE",
                         help="promptreps: Jinja chat template, for a tokenizer that has none (default: the tokenizer's)")
     parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"),
                         help="promptreps: model weights' type (default: auto = bfloat16 where the hardware has it)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -73,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     corpus = sub.add_parser("corpus", help="encode documents into JsonVectorCollection shards")
     add_common_args(corpus, "corpus")
     corpus.add_argument("--output", required=True, help="folder for the shards (DIR.manifest.json goes beside it)")
-    corpus.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
+    corpus.add_argument("--shard-size", type=positive_int, default=DEFAULT_SHARD_SIZE,
                         help=f"documents per shard, the unit of resumption (default: {DEFAULT_SHARD_SIZE})")
     corpus.add_argument("--overwrite", action="store_true",
                         help="discard existing output instead of resuming or refusing")
@@ -99,41 +101,45 @@ def build_parser() -> argparse.ArgumentParser:
     dense.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
                        help="L2-normalise vectors (default: yes when the sentence-transformers folder has a "
                             "Normalize module, else no)")
-    dense.add_argument("--max-length", type=int,
+    dense.add_argument("--max-length", type=positive_int,
                        help="tokens kept per text (default: the model's max_seq_length, else min(positions, 512))")
     dense.add_argument("--query-prefix", default="", help="text put before each query, e.g. 'query: ' (default: none)")
     dense.add_argument("--doc-prefix", default="", help="text put before each document, e.g. 'passage: ' (default: none)")
-    dense.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
-    dense.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
+    dense.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
+    dense.add_argument("--shard-size", type=positive_int, default=DEFAULT_SHARD_SIZE,
                        help=f"documents per part, the unit of resumption (default: {DEFAULT_SHARD_SIZE})")
     dense.add_argument("--overwrite", action="store_true", help="replace an existing store")
-    dense.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+    dense.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     dense.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
+def setting_flags(side: str) -> dict[str, str]:
+    """The preset setting each `encode corpus`/`encode queries` flag overrides."""
+    prefix = "doc" if side == "corpus" else "query"
+    return {"--model": "model", "--batch-size": "batch_size", "--max-length": f"{prefix}_max_length",
+            "--top-k": f"{prefix}_top_k", "--impact-scale": "impact_scale", "--pooling": "pooling",
+            "--query-mode": "query_mode", "--query-weights": "query_weights", "--chat-template": "chat_template",
+            "--dtype": "dtype"}
+
+
 def resolve_settings(args) -> dict:
-    """Preset settings with the command line's overrides applied."""
+    """Preset settings with the command line's overrides applied; a flag the preset's encoder
+    family does not read (or --dense-store for one without a dense side) is refused, naming it."""
     if args.side == "dense":
         return {}
-    side = "doc" if args.side == "corpus" else "query"
-    return encoder_settings(args.encoder, **{
-        "model": args.model,
-        "batch_size": args.batch_size,
-        f"{side}_max_length": args.max_length,
-        f"{side}_top_k": args.top_k,
-        "impact_scale": args.impact_scale,
-        "pooling": args.pooling,
-        "query_mode": getattr(args, "query_mode", None),
-        "query_weights": getattr(args, "query_weights", None),
-        "chat_template": args.chat_template,
-        "dtype": args.dtype,
-    })
+    flags = setting_flags(args.side)
+    given = {flag: getattr(args, flag[2:].replace("-", "_"), None) for flag in flags}
+    settings = encoder_settings(args.encoder, **{flags[flag]: value for flag, value in given.items()})
+    owners = {flag: families_reading(key) for flag, key in flags.items()}
+    owners["--dense-store"] = families_with_dense_side()
+    used = [flag for flag, value in given.items() if value is not None]
+    refuse_foreign(used + (["--dense-store"] if getattr(args, "dense_store", None) else []), owners,
+                   settings["family"], ("encoder", "encoders"))
+    return settings
 
 
 def encode_corpus(args, settings: dict) -> None:
-    if args.shard_size <= 0:
-        raise InputError(f"shard-size must be positive, got {args.shard_size}")
     encoder = build_encoder(settings)
     check = checked_corpus(args.input)
     impact_scale = settings["impact_scale"]
@@ -142,9 +148,6 @@ def encode_corpus(args, settings: dict) -> None:
                          "documents": check.count, **input_identity(args.input)}
     store = None
     if args.dense_store:
-        if not encoder.has_dense_side:
-            raise InputError(f"--dense-store: encoder {settings.get('name')!r} ({settings.get('family')}) has no "
-                             f"dense side; build a store for a dense model with `encode dense`")
         manifest_settings["dense_store"] = str(Path(args.dense_store).resolve())
         store_settings = {k: v for k, v in manifest_settings.items() if k in ("shard_size", "documents", "input")}
         store = encoder.open_dense_store(args.dense_store, store_settings, overwrite=args.overwrite)
@@ -184,10 +187,6 @@ def encode_corpus(args, settings: dict) -> None:
 
 
 def encode_dense(args) -> None:
-    for flag in ("batch_size", "shard_size", "max_length"):
-        value = getattr(args, flag)
-        if value is not None and value <= 0:
-            raise InputError(f"--{flag.replace('_', '-')} must be positive, got {value}")
     encoder = TransformerDenseEncoder(args.model, pooling=args.pooling, normalize=args.normalize,
                                       max_length=args.max_length, query_prefix=args.query_prefix,
                                       doc_prefix=args.doc_prefix)

@@ -17,6 +17,7 @@ from pathlib import Path
 from .core.batching import encode_in_length_order
 from .core.cli import progress_bar, run_main
 from .core.errors import InputError
+from .core.options import positive_int
 from .core.readers import CorpusCheck, read_corpus
 from .core.writer import atomic_write
 from .encoders.tilde import TildeModel
@@ -30,18 +31,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--input", required=True, help="corpus: JSONL(.gz), BEIR folder or ir_datasets id")
     parser.add_argument("--output", help="expanded corpus, JSONL")
     parser.add_argument("--store", help="also write the TILDE store (token likelihoods) for re-ranking here")
-    parser.add_argument("--top-m", type=int, default=200,
+    parser.add_argument("--top-m", type=positive_int, default=200,
                         help="predictions considered per passage before filtering (TILDEv2 paper: 128, 150, 200; default 200)")
-    parser.add_argument("--max-length", type=int, default=256, help="passage tokens read by TILDE (default: 256)")
-    parser.add_argument("--batch-size", type=int, default=32, help="passages per forward pass (default: 32)")
+    parser.add_argument("--max-length", type=positive_int, default=256,
+                        help="passage tokens read by TILDE (default: 256)")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="passages per forward pass (default: 32)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.top_m <= 0:
-        raise InputError(f"--top-m must be positive, got {args.top_m}")
     if not args.output and not args.store:
         raise InputError("give --output (expanded corpus), --store (TILDE store) or both")
     check = CorpusCheck(args.input).run()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .core.cli import run_main, warn
 from .core.fusion import METHODS, RRF_K, common_queries, fuse
+from .core.options import finite_float, positive_float, positive_int
 from .core.readers import InputError, read_run
 from .core.writer import atomic_write, run_lines
 
@@ -25,14 +26,15 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", action="append", default=[], required=True, metavar="RUN",
                         help="TREC run file (qid Q0 docid rank score tag); repeat, at least twice")
-    parser.add_argument("--weight", action="append", type=float, metavar="W",
+    parser.add_argument("--weight", action="append", type=finite_float, metavar="W",
                         help="weight of the run at the same position; repeat once per run "
                              "(default: 1/number of runs each)")
     parser.add_argument("--method", choices=METHODS, default="minmax",
                         help="minmax or zscore interpolation of per-query normalised scores, or rrf "
                              "(default: minmax)")
-    parser.add_argument("--rrf-k", type=float, default=RRF_K, help=f"k of RRF, 1/(k + rank) (default: {RRF_K})")
-    parser.add_argument("--hits", type=int, default=1000, help="documents kept per query (default: 1000)")
+    parser.add_argument("--rrf-k", type=positive_float, default=RRF_K,
+                        help=f"k of RRF, 1/(k + rank) (default: {RRF_K})")
+    parser.add_argument("--hits", type=positive_int, default=1000, help="documents kept per query (default: 1000)")
     parser.add_argument("--output", required=True, help="fused TREC run to write")
     parser.add_argument("--tag", default=None, help="run tag in the last column (default: fused-METHOD)")
     return parser
@@ -44,8 +46,6 @@ def main(argv: list[str] | None = None) -> None:
         raise InputError("give at least two --run files to fuse")
     if args.weight is not None and len(args.weight) != len(args.run):
         raise InputError(f"{len(args.weight)} --weight for {len(args.run)} --run: give one weight per run, in order")
-    if args.hits <= 0:
-        raise InputError(f"--hits must be positive, got {args.hits}")
     runs = []
     for path in args.run:
         run = read_run(path)

@@ -20,13 +20,12 @@ from pathlib import Path
 
 from .core.cli import progress_bar, run_main, warn
 from .core.errors import InputError
+from .core.options import positive_int, random_seed
 from .core.readers import CorpusCheck, input_identity, read_corpus, read_qrels, read_queries
 from .core.writer import DEFAULT_SHARD_SIZE, ShardWriter, atomic_write, write_corpus_shards
 
 
 def prepare_corpus(args) -> None:
-    if args.shard_size <= 0:
-        raise InputError(f"shard-size must be positive, got {args.shard_size}")
     check = CorpusCheck(args.input).run()
     if check.count == 0:
         raise InputError(f"{args.input}: corpus has no documents")
@@ -54,8 +53,6 @@ def prepare_queries(args) -> None:
     if not queries:
         raise InputError(f"{args.input}: no queries")
     if args.sample is not None:
-        if args.sample <= 0:
-            raise InputError(f"--sample must be positive, got {args.sample}")
         chosen = set(random.Random(args.seed).sample(range(len(queries)), min(args.sample, len(queries))))
         queries = [q for i, q in enumerate(queries) if i in chosen]
     lines = [f"{q.id}\t{' '.join(q.text.split())}\n" for q in queries]
@@ -93,24 +90,24 @@ def build_parser() -> argparse.ArgumentParser:
     corpus = sub.add_parser("corpus", help="write Pyserini JsonCollection shards")
     corpus.add_argument("--input", required=True, help="JSONL/JSONL.GZ file, BEIR folder or ir_datasets id")
     corpus.add_argument("--output", required=True, help="folder for the shards (DIR.manifest.json beside it)")
-    corpus.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
+    corpus.add_argument("--shard-size", type=positive_int, default=DEFAULT_SHARD_SIZE,
                         help=f"documents per shard (default: {DEFAULT_SHARD_SIZE})")
     corpus.add_argument("--overwrite", action="store_true", help="discard existing output")
     corpus.add_argument("--quiet", action="store_true", help="no progress bar")
     queries = sub.add_parser("queries", help="write a qid<TAB>text TSV")
     queries.add_argument("--input", required=True, help="qid<TAB>text TSV file or ir_datasets id")
     queries.add_argument("--output", required=True, help="TSV file to write")
-    queries.add_argument("--sample", type=int, default=None,
+    queries.add_argument("--sample", type=positive_int, default=None,
                          help="keep this many queries drawn at random, in file order (default: all)")
-    queries.add_argument("--seed", type=int, default=0, help="seed of --sample (default: 0)")
+    queries.add_argument("--seed", type=random_seed, default=0, help="seed of --sample (default: 0)")
     subset = sub.add_parser("subset", help="write a smaller corpus: judged documents plus random others")
     subset.add_argument("--input", required=True, help="JSONL/JSONL.GZ file, BEIR folder or ir_datasets id")
     subset.add_argument("--queries", required=True, action="append",
                         help="TSV queries whose judged documents are kept (repeatable)")
     subset.add_argument("--qrels", required=True, action="append", help="TREC qrels (repeatable)")
-    subset.add_argument("--documents", type=int, required=True,
+    subset.add_argument("--documents", type=positive_int, required=True,
                         help="documents in the subset, judged ones included")
-    subset.add_argument("--seed", type=int, default=0, help="seed of the random fill (default: 0)")
+    subset.add_argument("--seed", type=random_seed, default=0, help="seed of the random fill (default: 0)")
     subset.add_argument("--output", required=True,
                         help="JSONL file to write ({_id, text}: the text as every encoder reads it)")
     return parser

@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 from .core.cli import run_main
+from .core.options import positive_int
 from .core.regression import default_data_root, regress, report
 
 
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="folder holding the collections (default: $LSR_PYSERINI_DATA_ROOT, else "
                              "../shared/data beside the checkout)")
     parser.add_argument("--work", type=Path, help="scratch folder to keep (default: a temporary folder, removed)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+    parser.add_argument("--threads", type=positive_int, default=os.cpu_count() or 1,
                         help="value of {threads} in steps (default: CPU count)")
     return parser
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from .core.cli import run_main, set_threads
 from .core.errors import InputError
 from .core.fusion import NORMALISATIONS
+from .core.options import positive_int, probability
 from .core.readers import read_queries, read_run
 from .core.writer import atomic_write, run_lines
 from .rerankers import (
@@ -42,25 +43,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", required=True, help="store written at encoding time (e.g. by `encode dense`)")
     parser.add_argument("--output", required=True, help="re-ranked TREC run to write")
     parser.add_argument("--model", help="query encoder checkpoint (default: the one the store records)")
-    parser.add_argument("--hits", type=int, default=1000, help="candidates re-ranked per query (default: 1000)")
-    parser.add_argument("--interpolate", type=float, metavar="WEIGHT",
+    parser.add_argument("--hits", type=positive_int, default=1000,
+                        help="candidates re-ranked per query (default: 1000)")
+    parser.add_argument("--interpolate", type=probability, metavar="WEIGHT",
                         help="fuse: WEIGHT x re-ranker + (1 - WEIGHT) x first stage, after per-query "
                              "normalisation (default: re-ranker scores alone)")
     parser.add_argument("--fusion", choices=NORMALISATIONS, default="minmax",
                         help="per-query normalisation for --interpolate (default: minmax)")
-    parser.add_argument("--batch-size", type=int, default=32, help="queries per forward pass (default: 32)")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="queries per forward pass (default: 32)")
     parser.add_argument("--tag", help="run tag (default: the reranker's name, +fused with --interpolate)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     add_reranker_options(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.hits <= 0 or args.batch_size <= 0:
-        raise InputError(f"--hits and --batch-size must be positive, got {args.hits} and {args.batch_size}")
-    if args.interpolate is not None and not 0.0 <= args.interpolate <= 1.0:
-        raise InputError(f"--interpolate must be in [0, 1], got {args.interpolate}")
     options = {"model": args.model, "batch_size": args.batch_size,
                **reranker_options(args.reranker, vars(args))}
     set_threads(args.threads)

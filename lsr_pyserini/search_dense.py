@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from .core.cli import run_main
+from .core.cli import run_main, set_threads
+from .core.options import positive_int
 from .core.readers import InputError, read_queries
 from .core.writer import atomic_write, run_lines
 from .rerankers.dense import DenseReranker
@@ -24,24 +25,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", required=True, help="dense store (from `encode dense` or `encode corpus --dense-store`)")
     parser.add_argument("--queries", required=True, help="qid<TAB>text TSV or ir_datasets id")
     parser.add_argument("--output", required=True, help="TREC run to write")
-    parser.add_argument("--hits", type=int, default=1000, help="documents retrieved per query (default: 1000)")
+    parser.add_argument("--hits", type=positive_int, default=1000, help="documents retrieved per query (default: 1000)")
     parser.add_argument("--model", help="query encoder checkpoint (default: the one the store records)")
     parser.add_argument("--chat-template", metavar="FILE",
                         help="promptreps: Jinja chat template for a tokenizer without one (default: the store's)")
-    parser.add_argument("--batch-size", type=int, default=32, help="queries per forward pass (default: 32)")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="queries per forward pass (default: 32)")
     parser.add_argument("--tag", default="dense", help="run tag (default: dense)")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.hits <= 0 or args.batch_size <= 0:
-        raise InputError(f"--hits and --batch-size must be positive, got {args.hits} and {args.batch_size}")
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     queries = list(read_queries(args.queries))
     if not queries:
         raise InputError(f"{args.queries}: no queries")

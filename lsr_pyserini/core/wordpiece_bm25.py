@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +24,7 @@ import numpy as np
 import torch
 
 from .errors import InputError
+from .options import checked, non_negative_float, probability
 from .readers import read_corpus
 
 TOKENIZER_RECORD = "lsr_tokenizer.json"
@@ -141,8 +141,9 @@ class BM25Statistics:
 
 
 def bm25_check(k1: float, b: float) -> None:
-    if not (k1 >= 0 and math.isfinite(k1)) or not 0 <= b <= 1:
-        raise InputError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
+    """InputError unless k1 is a finite number >= 0 and b one in [0, 1]."""
+    checked("k1", k1, non_negative_float)
+    checked("b", b, probability)
 
 
 class CorpusVectors:

@@ -39,6 +39,18 @@ def settings_read_by(family: str) -> list[str]:
     return [name for name, p in parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
+def families_reading(setting: str) -> list[str]:
+    """The families whose encoder reads this setting (all of them for a WRITER_KEYS one)."""
+    _load_families()
+    return [family for family in FAMILIES if setting in WRITER_KEYS or setting in settings_read_by(family)]
+
+
+def families_with_dense_side() -> list[str]:
+    """The families whose encoder also writes a dense store (`encode corpus --dense-store`)."""
+    _load_families()
+    return [family for family, builder in FAMILIES.items() if getattr(builder, "has_dense_side", False)]
+
+
 def build_encoder(settings: dict) -> SparseEncoder:
     """An encoder from preset settings (the `family` key picks the builder)."""
     _load_families()
@@ -53,4 +65,5 @@ def build_encoder(settings: dict) -> SparseEncoder:
     return FAMILIES[family](**{k: v for k, v in settings.items() if k not in WRITER_KEYS})
 
 
-__all__ = ["SparseEncoder", "build_encoder", "register", "settings_read_by", "FAMILIES", "WRITER_KEYS"]
+__all__ = ["SparseEncoder", "build_encoder", "register", "settings_read_by", "families_reading",
+           "families_with_dense_side", "FAMILIES", "WRITER_KEYS"]

@@ -33,6 +33,7 @@ import torch
 from ..core.batching import encode_in_length_order
 from ..core.errors import InputError
 from ..core.hf import FAMILY_FILE, check_family, load_quietly, load_tokenizer, read_family, write_family
+from ..core.options import checked, positive_float, positive_int
 from ..core.presets import model_path, resolve_model
 from ..core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, check_index_tokenizer, pretokenize
 from ..core.writer import quantize, query_line
@@ -194,8 +195,10 @@ class AugmentedQueries:
     def __init__(self, model: str, index: str, boost_scale: float = 100, max_boost: int = 10_000,
                  max_terms: int = LUCENE_MAX_CLAUSES, augment: bool | None = None, weighting: bool | None = None,
                  batch_size: int = 32):
-        if boost_scale <= 0 or max_boost <= 0 or max_terms <= 0:
-            raise InputError("--boost-scale, --max-boost and --max-terms must be positive")
+        boost_scale = checked("boost_scale", boost_scale, positive_float)
+        max_boost = checked("max_boost", max_boost, positive_int)
+        max_terms = checked("max_terms", max_terms, positive_int)
+        batch_size = checked("batch_size", batch_size, positive_int)
         self.reference = model
         self.path = model_path(model)
         self.model = QueryAugmenter.load(self.path, augment=augment, weighting=weighting).eval()

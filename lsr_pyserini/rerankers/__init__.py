@@ -14,6 +14,7 @@ from typing import Callable
 from ..core.errors import InputError
 from ..core.fusion import interpolate as interpolate_runs
 from ..core.fusion import sort_ranking
+from ..core.options import checked, refuse_foreign
 from .base import Reranker
 
 Run = dict[str, list[tuple[str, float]]]
@@ -23,11 +24,12 @@ OPTIONS: dict[str, list["Option"]] = {}
 
 @dataclass(frozen=True)
 class Option:
-    """A re-ranker's own command-line option (`--cls-weight` -> options["cls_weight"])."""
+    """A re-ranker's own command-line option (`--cls-weight` -> options["cls_weight"]); `type` is
+    its argparse type (numbers: one of `core.options`), applied to the Python API's value as well."""
 
     flag: str
     help: str
-    type: Callable = float
+    type: Callable
     metavar: str | None = None
 
     @property
@@ -67,15 +69,22 @@ def add_reranker_options(parser) -> None:
 
 
 def reranker_options(name: str, values: dict) -> dict:
-    """The options re-ranker `name` reads, from `values` (dest -> value, None = not given);
-    InputError for an option given that belongs to other re-rankers only."""
+    """The options re-ranker `name` reads, from `values` (dest -> value, None = not given), each
+    through its type; InputError for a bad value or for an option given that belongs to other
+    re-rankers only."""
     _load_families()
-    own = {option.dest for option in OPTIONS.get(name, [])}
-    for other, options in sorted(OPTIONS.items()):
+    every = {option.dest: option for options in OPTIONS.values() for option in options}
+    owners: dict[str, list[str]] = {}
+    for other, options in OPTIONS.items():
         for option in options:
-            if option.dest not in own and values.get(option.dest) is not None:
-                raise InputError(f"{option.flag} is an option of the {other!r} re-ranker, not of {name!r}")
-    return {dest: values.get(dest) for dest in own}
+            owners.setdefault(option.flag, []).append(other)
+    refuse_foreign([option.flag for dest, option in every.items() if values.get(dest) is not None], owners, name,
+                   ("re-ranker", "re-rankers"))
+    own = {}
+    for option in OPTIONS.get(name, []):
+        value = values.get(option.dest)
+        own[option.dest] = None if value is None else checked(option.dest, value, option.type)
+    return own
 
 
 def build_reranker(name: str, store: str, options: dict) -> Reranker:

@@ -12,25 +12,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.errors import InputError
+from ..core.options import NamedNumbers, non_negative_float
 from ..encoders.bgem3 import HEADS, HYBRID_WEIGHTS
 from . import Option, register
 from .dense import DenseReranker
 
 
-def parse_weights(text: str | None) -> dict[str, float]:
-    """``dense=1,sparse=0.3`` -> weights per head (heads not named get 0); None: the paper's."""
-    if not text:
+HEAD_WEIGHTS = NamedNumbers(HEADS, non_negative_float, "head")  # `--hybrid-weights dense=1,sparse=0.3`
+
+
+def hybrid_weights(given: dict[str, float] | None) -> dict[str, float]:
+    """Weights per head from `--hybrid-weights` (parsed by HEAD_WEIGHTS; heads not named get 0);
+    None: the paper's."""
+    if not given:
         return dict(HYBRID_WEIGHTS)
-    weights = {head: 0.0 for head in HEADS}
-    for item in text.split(","):
-        head, _, value = item.partition("=")
-        head = head.strip()
-        if head not in HEADS:
-            raise InputError(f"--hybrid-weights: unknown head {head!r} (known: {', '.join(HEADS)})")
-        try:
-            weights[head] = float(value)
-        except ValueError:
-            raise InputError(f"--hybrid-weights: {item!r} is not HEAD=NUMBER") from None
+    weights = {head: float(given.get(head, 0.0)) for head in HEADS}
     if not any(weights.values()):
         raise InputError("--hybrid-weights: all weights are zero")
     return weights
@@ -41,7 +37,7 @@ class BgeM3Reranker(DenseReranker):
 
     def __init__(self, store: str, options: dict):
         super().__init__(store, options)
-        self.weights = parse_weights(options.get("hybrid_weights"))
+        self.weights = hybrid_weights(options.get("hybrid_weights"))
         for head in ("colbert", "sparse"):
             if self.weights[head]:
                 self.store.ragged(head if head == "colbert" else "sparse_ids", [])  # fail early if absent
@@ -76,6 +72,8 @@ class BgeM3Reranker(DenseReranker):
         return {**super().describe(), "hybrid_weights": self.weights}
 
 
-@register("bgem3", options=(Option("--hybrid-weights", "weights of the dense, sparse and colbert scores, e.g. dense=1,sparse=0.3,colbert=1 (default: the paper's dense=1,sparse=0.3)", str, "HEAD=W,..."),))
+@register("bgem3", options=(Option("--hybrid-weights", "weights (>= 0) of the dense, sparse and colbert scores, e.g. "
+                                   "dense=1,sparse=0.3,colbert=1 (default: the paper's dense=1,sparse=0.3)",
+                                   HEAD_WEIGHTS, "HEAD=W,..."),))
 def build(store: str, options: dict) -> BgeM3Reranker:
     return BgeM3Reranker(store, options)

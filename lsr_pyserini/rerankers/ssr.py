@@ -16,6 +16,7 @@ import numpy as np
 from ..core.batching import encode_in_length_order
 from ..core.cli import warn
 from ..core.errors import InputError
+from ..core.options import non_negative_float
 from ..stores.tokens import TokenRows
 from . import Option, register
 from .base import Reranker
@@ -158,7 +159,8 @@ class PooledReranker(MaxSimReranker):
         return self.store.document_rows(docids, "pooled").astype(np.float32) @ query_vector
 
 
-@register("ssr", options=(Option("--cls-weight", "weight of the [CLS] code similarity; 0 = SSR-tok (default: the model's cls_weight)"),))
+@register("ssr", options=(Option("--cls-weight", "weight of the [CLS] code similarity, >= 0; 0 = SSR-tok (default: the "
+                                               "model's cls_weight)", non_negative_float),))
 def build_ssr(store: str, options: dict) -> SSRReranker:
     return SSRReranker(store, options)
 

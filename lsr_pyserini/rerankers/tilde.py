@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.options import probability
 from ..encoders.tilde import TildeModel
 from ..stores.tilde import TildeStore
 from . import Option, register
@@ -50,6 +51,7 @@ class TildeReranker(Reranker):
         return {"reranker": "tilde", "model": self.model_reference, "alpha": self.alpha}
 
 
-@register("tilde", options=(Option("--alpha", "weight of TILDE-QL against TILDE-DL, alpha*QL + (1-alpha)*DL (default: 1, QL only)"),))
+@register("tilde", options=(Option("--alpha", "weight of TILDE-QL against TILDE-DL, alpha*QL + (1-alpha)*DL, in "
+                                          "[0, 1] (default: 1, QL only)", probability),))
 def build(store: str, options: dict) -> TildeReranker:
     return TildeReranker(store, options)

@@ -26,6 +26,7 @@ from .. import __version__
 from ..core.batching import encode_in_length_order
 from ..core.cli import progress_bar, run_main, set_threads
 from ..core.errors import InputError
+from ..core.options import non_negative_float, positive_float, positive_int, random_seed
 from ..core.readers import Document, checked_corpus, input_identity, read_corpus
 from ..core.writer import ShardWriter, quantize, write_corpus_shards
 from ..stores.tokens import TokenRows, TokenRowsWriter
@@ -34,6 +35,8 @@ from .codes import codes, document_terms
 from .sae import RETRIEVAL_DEFAULTS, SSRModel, check_sizes, fit_sae
 
 DEFAULT_IMPACT_SCALE = 100
+# the types of the numeric RETRIEVAL_DEFAULTS on the command line
+RETRIEVAL_TYPES = {"query_term_budget": positive_int, "query_k_min": positive_int, "cls_weight": non_negative_float}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,14 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument("--model", required=True, help="Hugging Face encoder: folder, hub id or python-package:PKG/DIR")
     embed.add_argument("--input", required=True, help="JSONL/JSONL.GZ corpus, BEIR folder or ir_datasets id")
     embed.add_argument("--output", required=True, help="token store folder to create")
-    embed.add_argument("--max-length", type=int,
+    embed.add_argument("--max-length", type=positive_int,
                        help="tokens kept per document (default: the model's max_seq_length, else min(positions, 512))")
-    embed.add_argument("--query-max-length", type=int, default=64, help="tokens kept per query (default: 64)")
+    embed.add_argument("--query-max-length", type=positive_int, default=64, help="tokens kept per query (default: 64)")
     embed.add_argument("--pooling", choices=("cls", "mean"),
                        help="pooled vector for the [CLS] SAE (default: the sentence-transformers config's, else cls)")
     embed.add_argument("--no-projection", action="store_true",
                        help="ignore a ColBERT linear projection found in the checkpoint (default: apply it)")
-    embed.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
+    embed.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
     embed.add_argument("--overwrite", action="store_true", help="replace an existing store")
     fit = sub.add_parser("fit", help="train the token and [CLS] TopK SAEs on a token store (reconstruction)")
     fit.add_argument("--tokens", required=True, help="token store written by `ssr embed`")
@@ -62,12 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--tokens", required=True, help="token store of the corpus (from `ssr embed`)")
     index.add_argument("--output", required=True, help="folder for the JsonVectorCollection shards")
     index.add_argument("--codes", required=True, help="code store folder to create (for `rerank --reranker ssr`)")
-    index.add_argument("--impact-scale", type=float,
+    index.add_argument("--impact-scale", type=positive_float,
                        help="integer impact = round(activation x scale) (default: the model's, 100)")
-    index.add_argument("--shard-size", type=int, default=10_000, help="documents per shard (default: 10000)")
+    index.add_argument("--shard-size", type=positive_int, default=10_000, help="documents per shard (default: 10000)")
     index.add_argument("--overwrite", action="store_true", help="replace existing shards and code store")
     for command in (embed, fit, index):
-        command.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+        command.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
         command.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -83,7 +86,6 @@ def complete_store_with(path: str, settings: dict) -> bool:
 
 
 def embed(args) -> None:
-    require_positive(args, ("batch_size", "max_length", "query_max_length"))
     encoder = TokenEncoder(args.model, max_length=args.max_length, query_max_length=args.query_max_length,
                            pooling=args.pooling, projection=not args.no_projection)
     check = checked_corpus(args.input)
@@ -106,42 +108,37 @@ def embed(args) -> None:
 
 
 def add_fit_arguments(parser) -> None:
-    parser.add_argument("--latents", type=int, default=4096, help="token SAE latents h (default: 4096; paper: 16384)")
-    parser.add_argument("--k", type=int, default=32, help="token SAE active latents K (default: 32, as the paper)")
-    parser.add_argument("--cls-latents", type=int, default=1024, help="[CLS] SAE latents (default: 1024)")
-    parser.add_argument("--cls-k", type=int, default=32, help="[CLS] SAE active latents (default: 32)")
-    parser.add_argument("--steps", type=int, default=300, help="token SAE optimiser steps (default: 300)")
-    parser.add_argument("--cls-steps", type=int, default=400, help="[CLS] SAE optimiser steps (default: 400)")
-    parser.add_argument("--batch-size", type=int, default=2048, help="token vectors per step (default: 2048)")
-    parser.add_argument("--cls-batch-size", type=int, default=256, help="pooled vectors per step (default: 256)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default: 1e-3)")
-    parser.add_argument("--aux-k", type=int, default=256, help="latents in the dead-latent auxiliary loss (default: 256)")
-    parser.add_argument("--aux-weight", type=float, default=1 / 32, help="auxiliary loss weight (default: 1/32)")
-    parser.add_argument("--dead-after", type=int, default=200_000,
+    parser.add_argument("--latents", type=positive_int, default=4096,
+                        help="token SAE latents h (default: 4096; paper: 16384)")
+    parser.add_argument("--k", type=positive_int, default=32,
+                        help="token SAE active latents K (default: 32, as the paper)")
+    parser.add_argument("--cls-latents", type=positive_int, default=1024, help="[CLS] SAE latents (default: 1024)")
+    parser.add_argument("--cls-k", type=positive_int, default=32, help="[CLS] SAE active latents (default: 32)")
+    parser.add_argument("--steps", type=positive_int, default=300, help="token SAE optimiser steps (default: 300)")
+    parser.add_argument("--cls-steps", type=positive_int, default=400, help="[CLS] SAE optimiser steps (default: 400)")
+    parser.add_argument("--batch-size", type=positive_int, default=2048, help="token vectors per step (default: 2048)")
+    parser.add_argument("--cls-batch-size", type=positive_int, default=256,
+                        help="pooled vectors per step (default: 256)")
+    parser.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate (default: 1e-3)")
+    parser.add_argument("--aux-k", type=positive_int, default=256,
+                        help="latents in the dead-latent auxiliary loss (default: 256)")
+    parser.add_argument("--aux-weight", type=non_negative_float, default=1 / 32,
+                        help="auxiliary loss weight (default: 1/32)")
+    parser.add_argument("--dead-after", type=positive_int, default=200_000,
                         help="a latent is dead after this many inputs without firing (default: 200000)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--seed", type=random_seed, default=0, help="random seed (default: 0)")
     for key, default in RETRIEVAL_DEFAULTS.items():
         flag = "--" + key.replace("_", "-")
         if isinstance(default, bool):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default,
                                 help=f"retrieval setting stored in the model (default: {default})")
         else:
-            parser.add_argument(flag, type=type(default), default=default,
+            parser.add_argument(flag, type=RETRIEVAL_TYPES[key], default=default,
                                 help=f"retrieval setting stored in the model (default: {default})")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing model folder")
 
 
-def require_positive(args, flags) -> None:
-    """InputError naming the first of these command-line flags that is set and not positive."""
-    for flag in flags:
-        value = getattr(args, flag)
-        if value is not None and value <= 0:
-            raise InputError(f"--{flag.replace('_', '-')} must be positive, got {value}")
-
-
 def fit_command(args) -> None:
-    require_positive(args, ("steps", "cls_steps", "batch_size", "cls_batch_size", "aux_k", "dead_after",
-                            "query_term_budget", "query_k_min"))
     check_sizes(1, args.latents, args.k)
     check_sizes(1, args.cls_latents, args.cls_k)
     output = Path(args.output)
@@ -170,11 +167,7 @@ def fit_command(args) -> None:
 
 
 def index_command(args) -> None:
-    if args.shard_size <= 0:
-        raise InputError(f"--shard-size must be positive, got {args.shard_size}")
     impact_scale = args.impact_scale or DEFAULT_IMPACT_SCALE
-    if impact_scale <= 0:
-        raise InputError(f"--impact-scale must be positive, got {impact_scale}")
     model = SSRModel.load(args.model)
     tokens = TokenRows(args.tokens, "tokens")
     dim = int(tokens.manifest["backbone"]["dim"])

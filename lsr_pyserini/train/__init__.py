@@ -10,12 +10,14 @@ from typing import Callable
 FAMILIES: dict[str, Callable] = {}
 
 
-def register(family: str, add_arguments: Callable, default_base: str = "splade-tiny"):
-    """Register a family's builder with its command-line options and the checkpoint it starts from
-    by default (read by `__main__.py` as `builder.add_arguments` and `builder.default_base`)."""
+def register(family: str, add_arguments: Callable, default_base: str = "splade-tiny", reads_teacher: bool = False):
+    """Register a family's builder with its command-line options, the checkpoint it starts from by
+    default and whether its loss reads `--teacher` scores (read by `__main__.py` as
+    `builder.add_arguments`, `builder.default_base` and `builder.reads_teacher`)."""
     def decorator(builder):
         builder.add_arguments = add_arguments
         builder.default_base = default_base
+        builder.reads_teacher = reads_teacher
         FAMILIES[family] = builder
         return builder
 

@@ -15,11 +15,21 @@ import argparse
 import sys
 
 from ..core.cli import run_main, set_threads
-from ..core.errors import InputError
+from ..core.options import (
+    int_in,
+    positive_float,
+    positive_int,
+    probability,
+    random_seed,
+    refuse_foreign,
+)
 from ..core.presets import preset_model
 from . import load_families
 from .data import TrainingData
 from .loop import seed_everything, train
+
+
+TEACHER_OPTIONS = ("--teacher", "--teacher-scale")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,21 +45,25 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--output", required=True, help="folder for the trained checkpoint")
         p.add_argument("--base", default=builder.default_base,
                        help=f"preset name or checkpoint to start from (default: {builder.default_base})")
-        p.add_argument("--teacher", help="teacher scores for MarginMSE: 'qid docid score' lines or a TREC run")
-        p.add_argument("--teacher-scale", type=float, default=1.0,
+        teacher = builder.reads_teacher  # the other families refuse these options (main): their help hides them
+        p.add_argument("--teacher", help="teacher scores for MarginMSE: 'qid docid score' lines or a TREC run "
+                                         "(default: none)" if teacher else argparse.SUPPRESS)
+        p.add_argument("--teacher-scale", type=positive_float,
                        help="multiply the teacher's scores by this (MarginMSE matches margins, so the teacher's "
-                            "must be on the student's scale; default: 1)")
-        p.add_argument("--negatives-depth", type=int, default=100, help="run depth to sample negatives from (default: 100)")
-        p.add_argument("--epochs", type=int, default=1, help="passes over the training queries (default: 1)")
-        p.add_argument("--max-steps", type=int, help="stop after this many steps (default: all epochs)")
-        p.add_argument("--batch-size", type=int, default=8, help="queries per step (default: 8)")
-        p.add_argument("--group-size", type=int, default=2,
-                       help="documents per query: 1 positive + N-1 hard negatives (default: 2)")
-        p.add_argument("--lr", type=float, default=2e-5, help="AdamW learning rate (default: 2e-5)")
-        p.add_argument("--warmup-ratio", type=float, default=0.1, help="linear warm-up share of steps (default: 0.1)")
-        p.add_argument("--seed", type=int, default=42, help="random seed (default: 42)")
-        p.add_argument("--save-every", type=int, default=50, help="checkpoint every N steps (default: 50)")
-        p.add_argument("--threads", type=int, help="torch CPU threads (default: all cores)")
+                            "must be on the student's scale; default: 1)" if teacher else argparse.SUPPRESS)
+        p.add_argument("--negatives-depth", type=positive_int, default=100,
+                       help="run depth to sample negatives from (default: 100)")
+        p.add_argument("--epochs", type=positive_int, default=1, help="passes over the training queries (default: 1)")
+        p.add_argument("--max-steps", type=positive_int, help="stop after this many steps (default: all epochs)")
+        p.add_argument("--batch-size", type=positive_int, default=8, help="queries per step (default: 8)")
+        p.add_argument("--group-size", type=int_in(2), default=2,
+                       help="documents per query: 1 positive + N-1 hard negatives, N >= 2 (default: 2)")
+        p.add_argument("--lr", type=positive_float, default=2e-5, help="AdamW learning rate (default: 2e-5)")
+        p.add_argument("--warmup-ratio", type=probability, default=0.1,
+                       help="linear warm-up share of steps, in [0, 1] (default: 0.1)")
+        p.add_argument("--seed", type=random_seed, default=42, help="random seed (default: 42)")
+        p.add_argument("--save-every", type=positive_int, default=50, help="checkpoint every N steps (default: 50)")
+        p.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
         builder.add_arguments(p)
     return parser
@@ -57,13 +71,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.group_size < 2:
-        raise InputError("--group-size must be at least 2 (a positive and a negative)")
+    families = load_families()
+    readers = [family for family, builder in families.items() if builder.reads_teacher]
+    refuse_foreign([flag for flag in TEACHER_OPTIONS if getattr(args, flag[2:].replace("-", "_")) is not None],
+                   dict.fromkeys(TEACHER_OPTIONS, readers), args.family, ("training family", "training families"))
+    if args.teacher_scale is None:
+        args.teacher_scale = 1.0
     set_threads(args.threads)
     seed_everything(args.seed)
     data = TrainingData(args.queries, args.qrels, args.corpus, args.negatives, args.negatives_depth, args.teacher,
                         args.teacher_scale)
-    model = load_families()[args.family](preset_model(args.base), args)
+    model = families[args.family](preset_model(args.base), args)
     settings = {k: v for k, v in vars(args).items() if k not in ("quiet", "save_every", "threads")}
     summary = train(model, data, args.output, settings, epochs=args.epochs, batch_size=args.batch_size,
                     group_size=args.group_size, lr=args.lr, seed=args.seed, warmup_ratio=args.warmup_ratio,

@@ -13,7 +13,7 @@ import argparse
 import numpy as np
 import torch
 
-from ..core.errors import InputError
+from ..core.options import non_negative_float, positive_int, probability
 from ..core.presets import resolve_model
 from ..core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, CorpusVectors, bm25_check
 from ..encoders.bm25aug import QueryAugmenter
@@ -23,11 +23,12 @@ from .losses import contrastive_loss
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
-    parser.add_argument("--lambda-aug", type=float, default=0.1,
+    parser.add_argument("--query-max-length", type=positive_int, default=64, help="query tokens (default: 64)")
+    parser.add_argument("--lambda-aug", type=non_negative_float, default=0.1,
                         help="weight of the augmentation penalty (default: 0.1; paper: 0.1 or 0.025)")
-    parser.add_argument("--k1", type=float, default=DEFAULT_K1, help=f"BM25 k1, as searched (default: {DEFAULT_K1})")
-    parser.add_argument("--b", type=float, default=DEFAULT_B, help=f"BM25 b, as searched (default: {DEFAULT_B})")
+    parser.add_argument("--k1", type=non_negative_float, default=DEFAULT_K1,
+                        help=f"BM25 k1, as searched (default: {DEFAULT_K1})")
+    parser.add_argument("--b", type=probability, default=DEFAULT_B, help=f"BM25 b, as searched (default: {DEFAULT_B})")
     parser.add_argument("--no-augmentation", action="store_true", help="ablation: a(q) = 0")
     parser.add_argument("--no-weighting", action="store_true", help="ablation: w(q) = 1")
     parser.add_argument("--no-bm25", action="store_true",
@@ -40,8 +41,6 @@ class BM25AugFamily(torch.nn.Module):
     def __init__(self, base: str, args):
         super().__init__()
         bm25_check(args.k1, args.b)
-        if args.teacher:
-            raise InputError("bm25aug trains with the contrastive loss only: --teacher is not used")
         self.args = args
         self.model = QueryAugmenter.load(resolve_model(base), augment=not args.no_augmentation,
                                          weighting=not args.no_weighting, query_max_length=args.query_max_length)

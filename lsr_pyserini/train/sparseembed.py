@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from ..core.options import non_negative_float, non_negative_int, positive_float, positive_int
 from ..core.presets import resolve_model
 from ..encoders.sparseembed import DIMENSIONS, HEADS_FILE, SparseEmbedModel, embedding_scores
 from . import register
@@ -21,17 +22,18 @@ DEFAULT_DIM = 32
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dim", type=int, choices=DIMENSIONS,
+    parser.add_argument("--dim", type=positive_int, choices=DIMENSIONS,
                         help=f"H', the term embeddings' dimension (default: the base's heads', else {DEFAULT_DIM})")
-    parser.add_argument("--doc-max-length", type=int, default=256, help="document tokens (default: 256)")
-    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
-    parser.add_argument("--doc-top-k", type=int, default=256, help="activated terms per document (default: 256)")
-    parser.add_argument("--query-top-k", type=int, default=64, help="activated terms per query (default: 64)")
-    parser.add_argument("--head-lr", type=float, default=1e-3,
+    parser.add_argument("--doc-max-length", type=positive_int, default=256, help="document tokens (default: 256)")
+    parser.add_argument("--query-max-length", type=positive_int, default=64, help="query tokens (default: 64)")
+    parser.add_argument("--doc-top-k", type=positive_int, default=256,
+                        help="activated terms per document (default: 256)")
+    parser.add_argument("--query-top-k", type=positive_int, default=64, help="activated terms per query (default: 64)")
+    parser.add_argument("--head-lr", type=positive_float, default=1e-3,
                         help="learning rate of the new embedding heads (default: 1e-3; --lr is the encoder's)")
-    parser.add_argument("--lambda-w", type=float, default=0.1,
+    parser.add_argument("--lambda-w", type=non_negative_float, default=0.1,
                         help="weight of the sparse score's loss against the embedding score's (default: 0.1)")
-    parser.add_argument("--contrastive-weight", type=float, default=0.0,
+    parser.add_argument("--contrastive-weight", type=non_negative_float, default=0.0,
                         help="with --teacher: weight of the contrastive loss (in-batch + hard negatives) added "
                              "to each score's MarginMSE (default: 0, MarginMSE alone)")
     parser.add_argument("--freeze-encoder", action="store_true",
@@ -39,9 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "are computed once per text (dropout off) and reused, so later epochs cost little")
     parser.add_argument("--fresh-heads", action="store_true",
                         help="start from new, seeded heads even when the base has some (e.g. another --dim)")
-    parser.add_argument("--lambda-d", type=float, default=1e-3, help="FLOPS weight, documents (default: 1e-3)")
-    parser.add_argument("--lambda-q", type=float, default=1e-3, help="FLOPS weight, queries (default: 1e-3)")
-    parser.add_argument("--flops-warmup-steps", type=int, default=100,
+    parser.add_argument("--lambda-d", type=non_negative_float, default=1e-3,
+                        help="FLOPS weight, documents (default: 1e-3)")
+    parser.add_argument("--lambda-q", type=non_negative_float, default=1e-3,
+                        help="FLOPS weight, queries (default: 1e-3)")
+    parser.add_argument("--flops-warmup-steps", type=non_negative_int, default=100,
                         help="steps of quadratic warm-up of the FLOPS weights (default: 100)")
 
 
@@ -117,7 +121,7 @@ class SparseEmbedFamily(torch.nn.Module):
         self.model.save(folder)
 
 
-@register("sparseembed", add_arguments)
+@register("sparseembed", add_arguments, reads_teacher=True)
 def build(base: str, args) -> SparseEmbedFamily:
     """SparseEmbed: SPLADE terms with contextual term embeddings (MarginMSE or contrastive + FLOPS)."""
     return SparseEmbedFamily(base, args)

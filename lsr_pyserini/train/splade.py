@@ -7,6 +7,7 @@ import argparse
 import torch
 
 from ..core.hf import load_masked_lm, load_tokenizer, write_family
+from ..core.options import non_negative_float, non_negative_int, positive_int
 from ..core.presets import resolve_model
 from ..encoders.splade import VOCAB_SLICE, run_to_head
 from . import register
@@ -15,13 +16,15 @@ from .losses import contrastive_loss, flops, quadratic_warmup, with_margin_mse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--doc-max-length", type=int, default=256, help="document tokens (default: 256)")
-    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
-    parser.add_argument("--lambda-d", type=float, default=1e-3, help="FLOPS weight, documents (default: 1e-3)")
-    parser.add_argument("--lambda-q", type=float, default=1e-3, help="FLOPS weight, queries (default: 1e-3)")
-    parser.add_argument("--flops-warmup-steps", type=int, default=100,
+    parser.add_argument("--doc-max-length", type=positive_int, default=256, help="document tokens (default: 256)")
+    parser.add_argument("--query-max-length", type=positive_int, default=64, help="query tokens (default: 64)")
+    parser.add_argument("--lambda-d", type=non_negative_float, default=1e-3,
+                        help="FLOPS weight, documents (default: 1e-3)")
+    parser.add_argument("--lambda-q", type=non_negative_float, default=1e-3,
+                        help="FLOPS weight, queries (default: 1e-3)")
+    parser.add_argument("--flops-warmup-steps", type=non_negative_int, default=100,
                         help="steps of quadratic warm-up of the FLOPS weights (default: 100)")
-    parser.add_argument("--margin-mse-weight", type=float, default=1.0,
+    parser.add_argument("--margin-mse-weight", type=non_negative_float, default=1.0,
                         help="weight of MarginMSE when --teacher is given (default: 1)")
 
 
@@ -84,7 +87,7 @@ class SpladeFamily(torch.nn.Module):
         write_family(folder, "splade", pooling="max")
 
 
-@register("splade", add_arguments)
+@register("splade", add_arguments, reads_teacher=True)
 def build(base: str, args) -> SpladeFamily:
     """SPLADE: fine-tune a masked-LM SPLADE checkpoint (contrastive + FLOPS, optional MarginMSE)."""
     return SpladeFamily(base, args)

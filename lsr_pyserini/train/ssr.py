@@ -19,6 +19,7 @@ import argparse
 import torch
 
 from ..core.errors import InputError
+from ..core.options import non_negative_float, positive_float
 from ..ssr.backbone import TokenEncoder
 from ..ssr.sae import SSRModel, normalised_mse
 from . import register
@@ -27,16 +28,16 @@ from .losses import contrastive_loss
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--reconstruction-weight", type=float, default=1.0,
+    parser.add_argument("--reconstruction-weight", type=non_negative_float, default=1.0,
                         help="weight of the SAEs' normalised reconstruction error (default: 1)")
-    parser.add_argument("--score-scale", type=float, default=1.0,
+    parser.add_argument("--score-scale", type=positive_float, default=1.0,
                         help="scores are multiplied by this before the softmax (default: 1)")
     parser.add_argument("--tokens", metavar="STORE",
                         help="token store of the corpus (`ssr embed`, same backbone): documents' embeddings are read "
                              "from it instead of running the frozen backbone again (default: run the backbone)")
-    parser.add_argument("--distill-weight", type=float, default=0.0,
+    parser.add_argument("--distill-weight", type=non_negative_float, default=0.0,
                         help="weight of the KL divergence from the batch's dense MaxSim ranking (default: 0, off)")
-    parser.add_argument("--train-cls-weight", type=float,
+    parser.add_argument("--train-cls-weight", type=non_negative_float,
                         help="weight of the [CLS] code similarity in the trained score (default: the model's cls_weight)")
 
 

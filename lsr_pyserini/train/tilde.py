@@ -16,19 +16,20 @@ import torch
 import torch.nn.functional as F
 
 from ..core.hf import write_family
+from ..core.options import non_negative_float, positive_int
 from ..encoders.tilde import TildeModel
 from . import register
 from .data import Batch
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--doc-max-length", type=int, default=256, help="passage tokens (default: 256)")
-    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
+    parser.add_argument("--doc-max-length", type=positive_int, default=256, help="passage tokens (default: 256)")
+    parser.add_argument("--query-max-length", type=positive_int, default=64, help="query tokens (default: 64)")
     parser.add_argument("--balanced", action="store_true",
                         help="average the binary cross-entropy of the present terms and of the absent ones "
                              "separately, then add them (default: one mean over the vocabulary, as TILDE; with "
                              "a few hundred training pairs the ~10 present terms of ~30,000 barely count)")
-    parser.add_argument("--passage-terms-weight", type=float, default=0.0,
+    parser.add_argument("--passage-terms-weight", type=non_negative_float, default=0.0,
                         help="add this weight x the loss of every passage of the batch predicting its own "
                              "terms (self-supervision from the corpus, beyond BiQDL; default: 0, BiQDL only)")
 

@@ -21,6 +21,7 @@ from itertools import islice
 import torch
 
 from ..core.hf import load_tokenizer, write_family
+from ..core.options import non_negative_float, non_negative_int, positive_int, probability
 from ..core.presets import resolve_model
 from ..core.readers import InputError, read_corpus
 from ..core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, CorpusVectors, bm25_check
@@ -31,20 +32,22 @@ from .losses import contrastive_loss, with_margin_mse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--doc-max-length", type=int, default=512, help="passage tokens, expansion included (default: 512)")
-    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
+    parser.add_argument("--doc-max-length", type=positive_int, default=512,
+                        help="passage tokens, expansion included (default: 512)")
+    parser.add_argument("--query-max-length", type=positive_int, default=64, help="query tokens (default: 64)")
     parser.add_argument("--no-in-batch", action="store_true",
                         help="score each query against its own group only (pure localised contrastive estimation)")
-    parser.add_argument("--margin-mse-weight", type=float, default=1.0,
+    parser.add_argument("--margin-mse-weight", type=non_negative_float, default=1.0,
                         help="weight of MarginMSE when --teacher is given (default: 1)")
-    parser.add_argument("--bm25-prior-weight", type=float, default=0.0,
+    parser.add_argument("--bm25-prior-weight", type=non_negative_float, default=0.0,
                         help="weight of the squared distance of each passage token's weight to its BM25 weight "
                              "(default: 0, off)")
-    parser.add_argument("--bm25-init", type=int, default=0, metavar="N",
+    parser.add_argument("--bm25-init", type=non_negative_int, default=0, metavar="N",
                         help="fit a fresh head to the BM25 weights of the first N training passages by least "
                              "squares before training (default: 0, off)")
-    parser.add_argument("--k1", type=float, default=DEFAULT_K1, help=f"BM25 k1 of the prior (default: {DEFAULT_K1})")
-    parser.add_argument("--b", type=float, default=DEFAULT_B, help=f"BM25 b of the prior (default: {DEFAULT_B})")
+    parser.add_argument("--k1", type=non_negative_float, default=DEFAULT_K1,
+                        help=f"BM25 k1 of the prior (default: {DEFAULT_K1})")
+    parser.add_argument("--b", type=probability, default=DEFAULT_B, help=f"BM25 b of the prior (default: {DEFAULT_B})")
 
 
 def exact_match_scores(query_ids: torch.Tensor, query_mask: torch.Tensor, doc_ids: torch.Tensor,
@@ -137,7 +140,7 @@ class TildeV2Family(torch.nn.Module):
         write_family(folder, "tildev2")
 
 
-@register("tildev2", add_arguments)
+@register("tildev2", add_arguments, reads_teacher=True)
 def build(base: str, args) -> TildeV2Family:
     """TILDEv2: BERT + ReLU linear head, one weight per passage token; tokenizer-only queries."""
     return TildeV2Family(base, args)
