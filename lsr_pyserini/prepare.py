@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from .core.cli import progress_bar, run_main, warn
 from .core.errors import InputError
+from .core.outputs import QUERY_FILE, claim_output
 from .core.readers import CorpusCheck, input_identity, read_corpus, read_queries
-from .core.writer import DEFAULT_SHARD_SIZE, ShardWriter, atomic_write, write_corpus_shards
+from .core.writer import DEFAULT_SHARD_SIZE, SHARD_FOLDER, ShardWriter, write_corpus_shards
 
 
 def prepare_corpus(args) -> None:
     if args.shard_size <= 0:
         raise InputError(f"shard-size must be positive, got {args.shard_size}")
+    claim_output(args.output, SHARD_FOLDER, args.overwrite, resumable=True)  # before the corpus is read
     check = CorpusCheck(args.input).run()
     if check.count == 0:
         raise InputError(f"{args.input}: corpus has no documents")
@@ -44,11 +45,12 @@ def prepare_corpus(args) -> None:
 
 
 def prepare_queries(args) -> None:
+    output = claim_output(args.output, QUERY_FILE, args.overwrite)
     queries = list(read_queries(args.input))
     if not queries:
         raise InputError(f"{args.input}: no queries")
     lines = [f"{q.id}\t{' '.join(q.text.split())}\n" for q in queries]
-    atomic_write(Path(args.output), lines)
+    output.write_lines(lines)
     print(f"wrote {len(queries)} queries into {args.output}", file=sys.stderr)
 
 
@@ -61,11 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     corpus.add_argument("--output", required=True, help="folder for the shards (DIR.manifest.json beside it)")
     corpus.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE,
                         help=f"documents per shard (default: {DEFAULT_SHARD_SIZE})")
-    corpus.add_argument("--overwrite", action="store_true", help="discard existing output")
+    corpus.add_argument("--overwrite", action="store_true",
+                        help="discard existing shards of this tool (default: resume those with the same settings)")
     corpus.add_argument("--quiet", action="store_true", help="no progress bar")
     queries = sub.add_parser("queries", help="write a qid<TAB>text TSV")
     queries.add_argument("--input", required=True, help="qid<TAB>text TSV file or ir_datasets id")
     queries.add_argument("--output", required=True, help="TSV file to write")
+    queries.add_argument("--overwrite", action="store_true", help="replace an existing query file (default: refuse)")
     return parser
 
 
