@@ -396,6 +396,10 @@ class FullDisk:
         self.room -= len(data)
         return self.handle.write(data)
 
+    def writelines(self, lines):
+        for line in lines:
+            self.write(line)
+
     def __getattr__(self, name):
         return getattr(self.handle, name)
 
@@ -406,15 +410,19 @@ class FullDisk:
         self.handle.close()
 
 
-def test_disk_full_mid_shard_leaves_no_complete_looking_shard_and_resumes(tmp_path, monkeypatch):
+@pytest.mark.parametrize("full_at", [(".part-00002.jsonl.tmp", 1),  # writing the third shard
+                                     (".vectors.manifest.json.tmp", 4)])  # recording it (after start, 2 shards)
+def test_disk_full_mid_shard_leaves_no_complete_looking_shard_and_resumes(full_at, tmp_path, monkeypatch):
     clean = tmp_path / "clean"
     write_all(clean)
     out = tmp_path / "vectors"
     real_open = open
+    opened = []
 
     def full_on_the_third_shard(path, *args, **kwargs):
-        handle = real_open(path, *args, **kwargs)
-        return FullDisk(handle, room=20) if Path(path).name == ".part-00002.jsonl.tmp" else handle
+        handle, name = real_open(path, *args, **kwargs), Path(path).name
+        opened.append(name)
+        return FullDisk(handle, room=20) if (name, opened.count(name)) == full_at else handle
 
     monkeypatch.setattr(outputs, "open", full_on_the_third_shard, raising=False)
     writer = ShardWriter(str(out), {"model": "m"})
@@ -422,7 +430,7 @@ def test_disk_full_mid_shard_leaves_no_complete_looking_shard_and_resumes(tmp_pa
         write_corpus_shards(iter(documents(10)), writer, 3, records, Progress(), 10, str(out))
     message = str(full.value)
     assert "\n" not in message and "no space left on device (disk full)" in message
-    assert ".part-00002.jsonl.tmp" in message and "6 of 10 documents are in complete shards" in message
+    assert full_at[0] in message and "6 of 10 documents are in complete shards" in message
     assert sorted(p.name for p in out.iterdir()) == ["part-00000.jsonl", "part-00001.jsonl"]
     assert sorted(json.loads(manifest_path(out).read_text())["shards"]) == ["0", "1"]
     assert not (tmp_path / "vectors.partial").exists()

@@ -234,7 +234,8 @@ def written_aside(path: Path, *, text: bool = False, tmp: Path | None = None,
                   before_rename: Callable[[Path], None] | None = None) -> Iterator:
     """A handle on a temporary file (`tmp`, default `.NAME.tmp` beside `path`); when the block ends
     the file is flushed and fsynced, `before_rename(tmp)` is called, and the file is renamed to
-    `path`. On any error the temporary file is removed and `path` is left as it was."""
+    `path`. On any error the temporary file is removed and `path` is left as it was; an OSError
+    without a file name (a full disk, from `write`) is given the temporary file's."""
     tmp = tmp or path.with_name(f".{path.name}.tmp")
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -246,8 +247,10 @@ def written_aside(path: Path, *, text: bool = False, tmp: Path | None = None,
             before_rename(tmp)
         os.replace(tmp, path)
         fsync_folder(path.parent)
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and not err.filename:
+            err.filename = str(tmp)
         raise
 
 

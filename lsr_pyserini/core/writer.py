@@ -115,18 +115,14 @@ class CheckedParts:
 
         def record(tmp: Path) -> None:
             self.entries[key] = {"sha256": sha256_file(tmp), "bytes": tmp.stat().st_size, **stats}
-            try:
-                self.save()
-            except BaseException:  # not on record, so not complete (a part is only written when incomplete)
-                del self.entries[key]
-                raise
+            self.save()
 
         tmp = self.tmp_folder / f".{self.pattern.format(index)}.tmp"
         try:
             with written_aside(self.path(index), tmp=tmp, before_rename=record) as handle:
                 write(handle)
-        except OSError as err:
-            err.filename = err.filename or str(tmp)
+        except BaseException:
+            self.entries.pop(key, None)  # perhaps recorded, but not renamed into place: not complete
             raise
 
     def ordered(self) -> list[Path]:

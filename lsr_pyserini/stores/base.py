@@ -5,8 +5,8 @@ the same kind is replaced only with --overwrite, anything else is never touched)
 in the marked sibling folder `STORE.building/` and renames it to `STORE` only when every file is
 written, so a reader never sees a half-written store. `ShardedStoreWriter` adds the resumable
 part: one part file per corpus shard in `STORE.partial/` (the shard writer's interface:
-`is_complete`, `write_shard`, `documents_done`), each checksummed in `STORE.partial/progress.json`
-(`core.writer.CheckedParts`), gathered into the store at the end.
+`is_complete`, `write_shard`, `documents_done`, `abandon`), each checksummed in
+`STORE.partial/progress.json` (`core.writer.CheckedParts`), gathered into the store at the end.
 """
 from __future__ import annotations
 
