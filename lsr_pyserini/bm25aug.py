@@ -23,32 +23,28 @@ checkpoint of the same tokenizer gives plain WordPiece BM25 queries.
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 from .core.cli import fail, progress_bar, run_main, set_threads, warn
 from .core.errors import InputError
 from .core.hf import load_tokenizer
 from .core.options import positive_float, positive_int
+from .core.outputs import LUCENE_INDEX, QUERY_FILE, claim_output
 from .core.presets import model_path
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
 from .core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, pretokenize, write_tokenizer_record
-from .core.writer import ShardWriter, atomic_write, write_corpus_shards
+from .core.writer import SHARD_FOLDER, ShardWriter, write_corpus_shards
 from .encoders.bm25aug import LUCENE_MAX_CLAUSES, AugmentedQueries
 
 
 def build_index(args) -> None:
-    index = Path(args.index)
-    if index.exists() and any(index.iterdir()) and not args.overwrite:
-        raise InputError(f"{index}: exists and is not empty: choose another --index or pass --overwrite")
+    index = claim_output(args.index, LUCENE_INDEX, args.overwrite)
+    docs_dir = index.path.with_name(index.path.name + ".docs")
+    claim_output(docs_dir, SHARD_FOLDER, args.overwrite, resumable=True)
     path = model_path(args.model)
     tokenizer = load_tokenizer(path)
     check = checked_corpus(args.input)
-    if args.overwrite and index.is_dir():
-        shutil.rmtree(index)
-    docs_dir = Path(str(index).rstrip("/") + ".docs")
     settings = {"format": "JsonVectorCollection" if args.scoring == "bow" else "JsonCollection",
                 "tokenizer": path, "scoring": args.scoring, "shard_size": args.shard_size, **input_identity(args.input)}
     writer = ShardWriter(str(docs_dir), settings, overwrite=args.overwrite)
@@ -66,21 +62,25 @@ def build_index(args) -> None:
     progress.close()
     writer.finish({"documents_written": writer.totals()[0]})
     collection = "JsonVectorCollection" if args.scoring == "bow" else "JsonCollection"
+    index.drop_scratch(".building")  # what a killed run left
+    building = index.path.with_name(index.path.name + ".building")  # the Lucene wrapper builds it, then we rename
     command = [sys.executable, "-m", "lsr_pyserini.lucene", "index", "--collection", collection,
-               "--input", str(docs_dir), "--index", str(index), "--generator", "DefaultLuceneDocumentGenerator",
+               "--input", str(docs_dir), "--index", str(building), "--generator", "DefaultLuceneDocumentGenerator",
                "--pretokenized", "--threads", str(args.threads)]
     if args.scoring == "bow":
         command.append("--impact")
     result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0 or not index.is_dir():
+    if result.returncode != 0 or not building.is_dir():
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
         fail(f"Lucene indexing of {docs_dir} failed: {tail[0]}")
-    write_tokenizer_record(index, tokenizer, args.model, args.scoring)
-    print(f"indexed {check.count} documents as WordPiece tokens of {args.model} into {index} "
+    write_tokenizer_record(building, tokenizer, args.model, args.scoring)
+    index.replace_with(building)
+    print(f"indexed {check.count} documents as WordPiece tokens of {args.model} into {index.path} "
           f"({args.scoring})", file=sys.stderr)
 
 
 def generate_queries(args) -> None:
+    output = claim_output(args.output, QUERY_FILE, args.overwrite)
     set_threads(args.threads)
     queries = list(read_queries(args.input))
     if not queries:
@@ -95,7 +95,7 @@ def generate_queries(args) -> None:
     progress.close()
     if trimmed:
         warn(f"{trimmed} queries had more than {args.max_terms} terms; their lowest boosts were left out")
-    atomic_write(Path(args.output), lines)
+    output.write_lines(lines)
     tokenizer = augmented.model.tokenizer
     bow_terms = [set(tokenizer.tokenize(q.text)) for q in queries]
     added = [len([t for t in line.split("\t", 1)[1].split() if t not in own]) for line, own in zip(lines, bow_terms)]
@@ -122,7 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="bm25 (default) or bow: binary impacts, the 'no BM25' ablation")
     index.add_argument("--shard-size", type=positive_int, default=10_000, help="documents per shard (default: 10000)")
     index.add_argument("--threads", type=positive_int, default=1, help="Lucene indexing threads (default: 1)")
-    index.add_argument("--overwrite", action="store_true", help="replace an existing index and token shards")
+    index.add_argument("--overwrite", action="store_true",
+                       help="replace an existing index and token shards of this tool (default: refuse the index, "
+                            "resume the shards)")
     index.add_argument("--quiet", action="store_true", help="no progress bar")
     queries = sub.add_parser("queries", help="generate augmented, re-weighted BM25 queries")
     queries.add_argument("--model", required=True,
@@ -131,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     queries.add_argument("--index", required=True, help="the WordPiece index the queries will run on (tokenizer checked)")
     queries.add_argument("--input", required=True, help="queries: qid<TAB>text TSV or ir_datasets id")
     queries.add_argument("--output", required=True, help="query TSV for pyserini.search.lucene --bm25 --pretokenized")
+    queries.add_argument("--overwrite", action="store_true", help="replace an existing query file (default: refuse)")
     queries.add_argument("--boost-scale", type=positive_float, default=100,
                          help="integer boost = round(weight x scale); weights under 0.5/scale are dropped (default: 100)")
     queries.add_argument("--max-boost", type=positive_int, default=10_000,

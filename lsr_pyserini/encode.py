@@ -10,6 +10,10 @@ Dense output: a dense store (faiss index + docids + manifest, see lsr_pyserini/s
 `rerank --reranker dense` and `search_dense` read. Encoders with a dense side as well (PromptReps,
 BGE-M3) fill a store in the same pass with `encode corpus ... --dense-store STORE` (BGE-M3's also
 holds the ColBERT vectors and float sparse weights that `rerank --reranker bgem3` reads).
+
+Every output is locked while a command writes it and checked before the model runs: an existing
+output of the same kind is resumed (corpus shards, stores) or replaced only with --overwrite;
+anything else is never touched. See docs/encoding.md, "Interrupted runs, locks and --overwrite".
 """
 from __future__ import annotations
 
@@ -25,21 +29,22 @@ from .core.batching import encode_in_length_order
 from .core.cli import progress_bar, run_main, set_threads, warn
 from .core.errors import InputError
 from .core.options import positive_float, positive_int, refuse_foreign
+from .core.outputs import JSON_LINES, QUERY_FILE, claim_output
 from .core.presets import available_presets
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
 from .core.writer import (
     DEFAULT_SHARD_SIZE,
+    SHARD_FOLDER,
     TOPIC_PATH_TRAPS,
     ShardWriter,
     WithDenseStore,
-    atomic_write,
     quantize,
     query_line,
     write_corpus_shards,
 )
 from .encoders import build_encoder, families_reading, families_with_dense_side
 from .encoders.dense import POOLINGS, TransformerDenseEncoder
-from .stores.dense import DenseStoreWriter
+from .stores.dense import DENSE_STORE, DenseStoreWriter
 
 
 def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:
@@ -78,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     corpus.add_argument("--shard-size", type=positive_int, default=DEFAULT_SHARD_SIZE,
                         help=f"documents per shard, the unit of resumption (default: {DEFAULT_SHARD_SIZE})")
     corpus.add_argument("--overwrite", action="store_true",
-                        help="discard existing output instead of resuming or refusing")
+                        help="discard existing shards (and --dense-store) of this tool instead of resuming or "
+                             "refusing (default: resume shards written with the same settings)")
     corpus.add_argument("--dense-store", metavar="STORE",
                         help="also write the encoder's dense vectors to this dense store, in the same "
                              "forward pass (encoders with a dense side: promptreps, bgem3; sparseembed writes "
@@ -91,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     queries.add_argument("--query-mode", choices=("model", "tokenizer"),
                          help="'tokenizer' = inference-free queries (default: the preset's)")
     queries.add_argument("--query-weights", help="JSON {term: weight} table for --query-mode tokenizer")
+    queries.add_argument("--overwrite", action="store_true",
+                         help="replace an existing query file / --float-weights file (default: refuse)")
     dense = sub.add_parser("dense", help="encode documents into a dense store (faiss) for re-ranking and dense search")
     dense.add_argument("--model", required=True,
                        help="sentence-transformers or Hugging Face encoder: folder, hub id or python-package:PKG/DIR")
@@ -108,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     dense.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
     dense.add_argument("--shard-size", type=positive_int, default=DEFAULT_SHARD_SIZE,
                        help=f"documents per part, the unit of resumption (default: {DEFAULT_SHARD_SIZE})")
-    dense.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    dense.add_argument("--overwrite", action="store_true",
+                       help="replace an existing dense store (default: refuse; an interrupted run resumes)")
     dense.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     dense.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -140,6 +149,7 @@ def resolve_settings(args) -> dict:
 
 
 def encode_corpus(args, settings: dict) -> None:
+    claim_output(args.output, SHARD_FOLDER, args.overwrite, resumable=True)  # before the model loads
     encoder = build_encoder(settings)
     check = checked_corpus(args.input)
     impact_scale = settings["impact_scale"]
@@ -187,6 +197,7 @@ def encode_corpus(args, settings: dict) -> None:
 
 
 def encode_dense(args) -> None:
+    claim_output(args.output, DENSE_STORE, args.overwrite)  # before the model loads
     encoder = TransformerDenseEncoder(args.model, pooling=args.pooling, normalize=args.normalize,
                                       max_length=args.max_length, query_prefix=args.query_prefix,
                                       doc_prefix=args.doc_prefix)
@@ -214,6 +225,8 @@ def encode_dense(args) -> None:
 
 
 def encode_queries(args, settings: dict) -> None:
+    output = claim_output(args.output, QUERY_FILE, args.overwrite)
+    float_weights = claim_output(args.float_weights, JSON_LINES, args.overwrite) if args.float_weights else None
     queries = list(read_queries(args.input))
     if not queries:
         raise InputError(f"{args.input}: no queries")
@@ -237,11 +250,10 @@ def encode_queries(args, settings: dict) -> None:
     no_terms = sum(not imp for imp in impacts)
     if no_terms:
         warn(f"{no_terms} queries have no term left after quantisation; they will retrieve nothing")
-    atomic_write(Path(args.output), (query_line(q.id, imp) for q, imp in zip(queries, impacts)))
-    if args.float_weights:
-        atomic_write(Path(args.float_weights),
-                     (json.dumps({"id": q.id, "vector": v}, ensure_ascii=False) + "\n"
-                      for q, v in zip(queries, vectors)))
+    output.write_lines(query_line(q.id, imp) for q, imp in zip(queries, impacts))
+    if float_weights:
+        float_weights.write_lines(json.dumps({"id": q.id, "vector": v}, ensure_ascii=False) + "\n"
+                                  for q, v in zip(queries, vectors))
     terms = sum(len(imp) for imp in impacts)
     print(f"encoded {len(queries)} queries into {args.output} ({terms / len(queries):.1f} terms per query)",
           file=sys.stderr)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
-from pathlib import Path
 
 from .core.cli import fail, run_main
 from .core.evaluation import (
@@ -32,6 +32,7 @@ from .core.evaluation import (
     parse_run_args,
     query_frequencies,
 )
+from .core.outputs import CSV_TABLE, JSON_TABLE, claim_output
 
 
 def store_statistics(store_dir: str, queries_path: str) -> dict:
@@ -47,17 +48,21 @@ def store_statistics(store_dir: str, queries_path: str) -> dict:
             "terms": round(terms, 4), "sparseembed_flops": round(terms * store.dim, 4)}
 
 
-def write_outputs(rows: list[dict], csv_path: str | None, json_path: str | None) -> None:
-    if csv_path:
-        keys = list(dict.fromkeys(k for row in rows for k in row))
-        Path(csv_path).parent.mkdir(parents=True, exist_ok=True)
-        with open(csv_path, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=keys)
-            writer.writeheader()
-            writer.writerows(rows)
-    if json_path:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(rows, indent=2) + "\n")
+def claim_tables(args) -> tuple:
+    """Claim the --csv and --json outputs (None where not asked for) before anything is computed."""
+    return (claim_output(args.csv, CSV_TABLE, args.overwrite) if args.csv else None,
+            claim_output(args.json, JSON_TABLE, args.overwrite) if args.json else None)
+
+
+def write_outputs(rows: list[dict], csv_output, json_output) -> None:
+    if csv_output:
+        table = io.StringIO(newline="")
+        writer = csv.DictWriter(table, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))
+        writer.writeheader()
+        writer.writerows(rows)
+        csv_output.write_lines([table.getvalue()])
+    if json_output:
+        json_output.write_lines([json.dumps(rows, indent=2) + "\n"])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", help="with --queries: a SparseEmbed store, for its TERMS and FLOPS (TERMS x H')")
     parser.add_argument("--csv", help="also write the table as CSV")
     parser.add_argument("--json", help="also write the table as JSON")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --csv / --json table (default: refuse)")
     return parser
 
 
@@ -78,13 +85,14 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if args.store and not args.queries:
         fail("--store needs --queries (the generated query TSV)")
+    tables = claim_tables(args)
     if args.index or args.store:
         stats = index_statistics(args.index, args.queries) if args.index else {}
         stats.update(store_statistics(args.store, args.queries) if args.store else {})
         width = max(map(len, stats))
         for key, value in stats.items():
             print(f"{key.ljust(width)}  {value}")
-        write_outputs([stats], args.csv, args.json)
+        write_outputs([stats], *tables)
         return
     if not args.qrels or not args.run:
         fail("give --qrels and at least one --run (or --index DIR for efficiency figures)")
@@ -92,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     footnote = (f"* p < {SIGNIFICANCE_LEVEL} (two-sided paired t-test against {rows[0]['run']})"
                 if len(rows) > 1 else "")
     print(format_table(rows, [("run", "run")] + METRICS, footnote))
-    write_outputs(rows, args.csv, args.json)
+    write_outputs(rows, *tables)
 
 
 if __name__ == "__main__":

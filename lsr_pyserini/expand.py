@@ -5,23 +5,24 @@
 Output: JSONL `{"_id", "text"}` with the passage (title and text joined) followed by its
 expansion terms, readable by every `--input` of the toolkit (encode, prepare, train). With
 `--store DIR`, the same forward pass also writes the TILDE store that `rerank --reranker tilde`
-(TILDE-QL) reads. Each output appears only when complete.
+(TILDE-QL) reads. Each output appears only when complete. Both outputs are checked before the
+model runs: an existing one is replaced only with --overwrite, and only if it is an expanded
+corpus (JSON lines) or a TILDE store.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from .core.batching import encode_in_length_order
 from .core.cli import progress_bar, run_main
 from .core.errors import InputError
 from .core.options import positive_int
+from .core.outputs import JSON_LINES, claim_output
 from .core.readers import CorpusCheck, read_corpus
-from .core.writer import atomic_write
 from .encoders.tilde import TildeModel
-from .stores.tilde import TildeStore
+from .stores.tilde import TildeStoreWriter
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-length", type=positive_int, default=256,
                         help="passage tokens read by TILDE (default: 256)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="passages per forward pass (default: 32)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing expanded corpus / TILDE store (default: refuse to touch them)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -44,6 +47,8 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     if not args.output and not args.store:
         raise InputError("give --output (expanded corpus), --store (TILDE store) or both")
+    output = claim_output(args.output, JSON_LINES, args.overwrite) if args.output else None
+    store = TildeStoreWriter(args.store, args.overwrite) if args.store else None
     check = CorpusCheck(args.input).run()
     tilde = TildeModel(args.model, doc_max_length=args.max_length)
     docs = list(read_corpus(args.input))
@@ -52,14 +57,14 @@ def main(argv: list[str] | None = None) -> None:
                                      [d.text for d in docs], args.batch_size, progress)
     progress.close()
     expansions = [terms for terms, _ in outputs]
-    if args.store:
-        TildeStore.write(args.store, [d.id for d in docs], [loglik for _, loglik in outputs],
-                         [tilde.query_terms(d.text) for d in docs],
-                         {"model": args.model, "vocab_size": tilde.vocab_size, "doc_max_length": args.max_length})
+    if store:
+        store.write([d.id for d in docs], [loglik for _, loglik in outputs],
+                    [tilde.query_terms(d.text) for d in docs],
+                    {"model": args.model, "vocab_size": tilde.vocab_size, "doc_max_length": args.max_length})
         print(f"wrote the TILDE store of {check.count} passages into {args.store}", file=sys.stderr)
-    if args.output:
-        atomic_write(Path(args.output), (json.dumps({"_id": d.id, "text": " ".join([d.text, *terms]).strip()},
-                                                    ensure_ascii=False) + "\n" for d, terms in zip(docs, expansions)))
+    if output:
+        output.write_lines(json.dumps({"_id": d.id, "text": " ".join([d.text, *terms]).strip()}, ensure_ascii=False)
+                           + "\n" for d, terms in zip(docs, expansions))
         added = sum(map(len, expansions)) / max(len(docs), 1)
         print(f"expanded {check.count} passages into {args.output} ({added:.1f} terms added per passage)",
               file=sys.stderr)

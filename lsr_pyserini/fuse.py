@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from .core.cli import run_main, warn
 from .core.fusion import METHODS, RRF_K, common_queries, fuse
 from .core.options import finite_float, positive_float, positive_int
+from .core.outputs import TREC_RUN, claim_output
 from .core.readers import InputError, read_run
-from .core.writer import atomic_write, run_lines
+from .core.writer import run_lines
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"k of RRF, 1/(k + rank) (default: {RRF_K})")
     parser.add_argument("--hits", type=positive_int, default=1000, help="documents kept per query (default: 1000)")
     parser.add_argument("--output", required=True, help="fused TREC run to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing run file (default: refuse)")
     parser.add_argument("--tag", default=None, help="run tag in the last column (default: fused-METHOD)")
     return parser
 
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> None:
         raise InputError("give at least two --run files to fuse")
     if args.weight is not None and len(args.weight) != len(args.run):
         raise InputError(f"{len(args.weight)} --weight for {len(args.run)} --run: give one weight per run, in order")
+    output = claim_output(args.output, TREC_RUN, args.overwrite)
     runs = []
     for path in args.run:
         run = read_run(path)
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
         warn(f"{partial} of {len(queries)} queries are missing from some runs; "
              f"they are fused from the runs that have them")
     fused = fuse(runs, args.weight, method=args.method, rrf_k=args.rrf_k, depth=args.hits, names=args.run)
-    atomic_write(Path(args.output), run_lines(fused, args.tag or f"fused-{args.method}"))
+    output.write_lines(run_lines(fused, args.tag or f"fused-{args.method}"))
     print(f"fused {len(args.run)} runs ({args.method}) into {args.output}: {len(fused)} queries", file=sys.stderr)
 
 

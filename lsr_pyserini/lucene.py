@@ -4,9 +4,13 @@
     python -m lsr_pyserini.lucene search ARGS...   ->  python -m pyserini.search.lucene ARGS...
     python -m lsr_pyserini.lucene eval   ARGS...   ->  python -m pyserini.eval.trec_eval ARGS...
 
-ARGS pass through unchanged. The one adjustment: Pyserini parses any topics path containing
+ARGS pass through unchanged but for three adjustments. Pyserini parses any topics path containing
 `cacm` or `beir` with a special reader whatever its format, so a TSV topics file whose path
-contains those words is handed over through a temporary link with a neutral name.
+contains those words is handed over through a temporary link with a neutral name. The index
+(`index --index DIR`) is built in DIR.building and renamed to DIR when complete, and the run
+(`search --output FILE`) written to a temporary file renamed when complete, so neither is ever
+half-written; both are locked while written. An existing index or run is replaced only with the
+wrapper's own flag `--overwrite` (taken out of ARGS), and anything else at that path never is.
 """
 from __future__ import annotations
 
@@ -16,8 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .core.cli import fail
+from .core.cli import fail, run_main
 from .core.java import JavaNotFound, start_jvm
+from .core.outputs import JSON_LINES, LUCENE_INDEX, TREC_RUN, Claim, claim_output
 
 TOOLS = {
     "index": "pyserini.index.lucene",
@@ -48,13 +53,41 @@ def rewrite_topics(args: list[str], scratch: Path) -> list[str]:
     return args
 
 
-def run_tool(tool: str, args: list[str]) -> int:
+def option_position(args: list[str], names: tuple[str, ...]) -> int | None:
+    """Index in `args` of the value of the first option named in `names` (`--x V` or `-x V`)."""
+    for i, arg in enumerate(args[:-1]):
+        if arg in names:
+            return i + 1
+    return None
+
+
+def claim_tool_output(tool: str, args: list[str], overwrite: bool) -> tuple[list[str], Claim | None, Path | None]:
+    """Claim the index (index) or the run (search) and point the tool at a temporary path instead;
+    (arguments, claim, temporary path), or no claim when the tool writes nothing we know of."""
+    names, kind = {"index": (("--index", "-index"), LUCENE_INDEX),
+                   "search": (("--output",), JSON_LINES if "kilt" in args else TREC_RUN)}.get(tool, ((), None))
+    position = option_position(args, names)
+    if position is None:
+        return args, None, None
+    claim = claim_output(args[position], kind, overwrite)
+    if tool == "index":
+        claim.drop_scratch(".building")
+        temporary = claim.scratch(".building")
+    else:
+        temporary = claim.path.with_name(f".{claim.path.name}.tmp")
+        temporary.unlink(missing_ok=True)
+    return args[:position] + [str(temporary)] + args[position + 1:], claim, temporary
+
+
+def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
     """Run one of Pyserini's Lucene command-line tools in this process; its exit status."""
+    args, claim, temporary = claim_tool_output(tool, args, overwrite)
     try:
         start_jvm()
     except JavaNotFound as err:
         fail(str(err))
     module = TOOLS[tool]
+    code = 0
     with tempfile.TemporaryDirectory(prefix="lsr-topics-") as scratch:
         if tool == "search":
             args = rewrite_topics(args, Path(scratch))
@@ -62,22 +95,31 @@ def run_tool(tool: str, args: list[str]) -> int:
         try:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         except SystemExit as exit_:
-            code = exit_.code
-            return code if isinstance(code, int) else (0 if code is None else 1)
-    return 0
+            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    if claim is not None:
+        if code == 0 and temporary.exists():
+            claim.replace_with(temporary)
+        elif tool == "index":
+            claim.drop_scratch(".building")
+        else:
+            temporary.unlink(missing_ok=True)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
-        print(f"\nTools: {', '.join(TOOLS)}. `python -m lsr_pyserini.lucene TOOL --help` shows that tool's flags.")
+        print(f"\nTools: {', '.join(TOOLS)}. `python -m lsr_pyserini.lucene TOOL --help` shows that tool's flags.\n"
+              f"--overwrite (the wrapper's own flag): replace an existing index (index) or run (search) "
+              f"(default: refuse)")
         return 0 if argv else 2
     tool, rest = argv[0], argv[1:]
     if tool not in TOOLS:
         fail(f"unknown tool {tool!r}: expected one of {', '.join(TOOLS)}")
-    return run_tool(tool, rest)
+    overwrite = "--overwrite" in rest
+    return run_tool(tool, [arg for arg in rest if arg != "--overwrite"], overwrite)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(lambda: sys.exit(main()))

@@ -16,16 +16,17 @@ import argparse
 import json
 import random
 import sys
-from pathlib import Path
 
 from .core.cli import progress_bar, run_main, warn
 from .core.errors import InputError
 from .core.options import positive_int, random_seed
+from .core.outputs import JSON_LINES, QUERY_FILE, claim_output
 from .core.readers import CorpusCheck, input_identity, read_corpus, read_qrels, read_queries
-from .core.writer import DEFAULT_SHARD_SIZE, ShardWriter, atomic_write, write_corpus_shards
+from .core.writer import DEFAULT_SHARD_SIZE, SHARD_FOLDER, ShardWriter, write_corpus_shards
 
 
 def prepare_corpus(args) -> None:
+    claim_output(args.output, SHARD_FOLDER, args.overwrite, resumable=True)  # before the corpus is read
     check = CorpusCheck(args.input).run()
     if check.count == 0:
         raise InputError(f"{args.input}: corpus has no documents")
@@ -49,6 +50,7 @@ def prepare_corpus(args) -> None:
 
 
 def prepare_queries(args) -> None:
+    output = claim_output(args.output, QUERY_FILE, args.overwrite)
     queries = list(read_queries(args.input))
     if not queries:
         raise InputError(f"{args.input}: no queries")
@@ -56,11 +58,12 @@ def prepare_queries(args) -> None:
         chosen = set(random.Random(args.seed).sample(range(len(queries)), min(args.sample, len(queries))))
         queries = [q for i, q in enumerate(queries) if i in chosen]
     lines = [f"{q.id}\t{' '.join(q.text.split())}\n" for q in queries]
-    atomic_write(Path(args.output), lines)
+    output.write_lines(lines)
     print(f"wrote {len(queries)} queries into {args.output}", file=sys.stderr)
 
 
 def prepare_subset(args) -> None:
+    output = claim_output(args.output, JSON_LINES, args.overwrite)
     query_ids = {q.id for source in args.queries for q in read_queries(source)}
     if not query_ids:
         raise InputError("--queries: no queries")
@@ -78,7 +81,7 @@ def prepare_subset(args) -> None:
     kept = judged | set(random.Random(args.seed).sample(others, min(args.documents - len(judged), len(others))))
     lines = (json.dumps({"_id": doc.id, "text": doc.text}, ensure_ascii=False) + "\n"
              for doc in read_corpus(args.input) if doc.id in kept)
-    atomic_write(Path(args.output), lines)
+    output.write_lines(lines)
     print(f"wrote {len(kept)} documents ({len(judged)} judged for {len(query_ids)} queries) into {args.output}",
           file=sys.stderr)
 
@@ -92,11 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     corpus.add_argument("--output", required=True, help="folder for the shards (DIR.manifest.json beside it)")
     corpus.add_argument("--shard-size", type=positive_int, default=DEFAULT_SHARD_SIZE,
                         help=f"documents per shard (default: {DEFAULT_SHARD_SIZE})")
-    corpus.add_argument("--overwrite", action="store_true", help="discard existing output")
+    corpus.add_argument("--overwrite", action="store_true",
+                        help="discard existing shards of this tool (default: resume those with the same settings)")
     corpus.add_argument("--quiet", action="store_true", help="no progress bar")
     queries = sub.add_parser("queries", help="write a qid<TAB>text TSV")
     queries.add_argument("--input", required=True, help="qid<TAB>text TSV file or ir_datasets id")
     queries.add_argument("--output", required=True, help="TSV file to write")
+    queries.add_argument("--overwrite", action="store_true", help="replace an existing query file (default: refuse)")
     queries.add_argument("--sample", type=positive_int, default=None,
                          help="keep this many queries drawn at random, in file order (default: all)")
     queries.add_argument("--seed", type=random_seed, default=0, help="seed of --sample (default: 0)")
@@ -110,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     subset.add_argument("--seed", type=random_seed, default=0, help="seed of the random fill (default: 0)")
     subset.add_argument("--output", required=True,
                         help="JSONL file to write ({_id, text}: the text as every encoder reads it)")
+    subset.add_argument("--overwrite", action="store_true", help="replace an existing JSONL file (default: refuse)")
     return parser
 
 

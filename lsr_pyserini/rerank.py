@@ -15,14 +15,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from .core.cli import run_main, set_threads
 from .core.errors import InputError
 from .core.fusion import NORMALISATIONS
 from .core.options import positive_int, probability
+from .core.outputs import TREC_RUN, claim_output
 from .core.readers import read_queries, read_run
-from .core.writer import atomic_write, run_lines
+from .core.writer import run_lines
 from .rerankers import (
     add_reranker_options,
     available_rerankers,
@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--queries", required=True, help="qid<TAB>text TSV (or ir_datasets id) with the run's queries")
     parser.add_argument("--store", required=True, help="store written at encoding time (e.g. by `encode dense`)")
     parser.add_argument("--output", required=True, help="re-ranked TREC run to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing run file (default: refuse)")
     parser.add_argument("--model", help="query encoder checkpoint (default: the one the store records)")
     parser.add_argument("--hits", type=positive_int, default=1000,
                         help="candidates re-ranked per query (default: 1000)")
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    output = claim_output(args.output, TREC_RUN, args.overwrite)
     options = {"model": args.model, "batch_size": args.batch_size,
                **reranker_options(args.reranker, vars(args))}
     set_threads(args.threads)
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     reranked = rerank(reranker, first_stage, texts, args.interpolate, args.fusion)
     elapsed = time.perf_counter() - started
     tag = args.tag or (args.reranker if args.interpolate is None else f"{args.reranker}+fused")
-    atomic_write(Path(args.output), run_lines(reranked, tag))
+    output.write_lines(run_lines(reranked, tag))
     candidates = sum(len(r) for r in first_stage.values())
     print(f"re-ranked {candidates} candidates of {len(first_stage)} queries with {args.reranker} in {elapsed:.1f}s "
           f"({1000 * elapsed / len(first_stage):.1f} ms per query) into {args.output}", file=sys.stderr)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from .core.cli import run_main, set_threads
 from .core.options import positive_int
+from .core.outputs import TREC_RUN, claim_output
 from .core.readers import InputError, read_queries
-from .core.writer import atomic_write, run_lines
+from .core.writer import run_lines
 from .rerankers.dense import DenseReranker
 
 
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", required=True, help="dense store (from `encode dense` or `encode corpus --dense-store`)")
     parser.add_argument("--queries", required=True, help="qid<TAB>text TSV or ir_datasets id")
     parser.add_argument("--output", required=True, help="TREC run to write")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing run file (default: refuse)")
     parser.add_argument("--hits", type=positive_int, default=1000, help="documents retrieved per query (default: 1000)")
     parser.add_argument("--model", help="query encoder checkpoint (default: the one the store records)")
     parser.add_argument("--chat-template", metavar="FILE",
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    output = claim_output(args.output, TREC_RUN, args.overwrite)
     set_threads(args.threads)
     queries = list(read_queries(args.queries))
     if not queries:
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     vectors = searcher.encode_queries([q.text for q in queries])
     results = searcher.store.search(vectors, args.hits)
     elapsed = time.perf_counter() - started
-    atomic_write(Path(args.output), run_lines({q.id: r for q, r in zip(queries, results)}, args.tag))
+    output.write_lines(run_lines({q.id: r for q, r in zip(queries, results)}, args.tag))
     print(f"searched {searcher.store.index.ntotal} documents for {len(queries)} queries in {elapsed:.1f}s "
           f"into {args.output}", file=sys.stderr)
 

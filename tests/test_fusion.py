@@ -63,7 +63,7 @@ def test_fuse_cli(tmp_path):
     assert result.returncode == 0, result.stderr
     assert read_run(str(out)) == {q: [(d, pytest.approx(s, abs=1e-6)) for d, s in r] for q, r in fuse([A, B]).items()}
     assert out.read_text().splitlines()[0] == "q1 Q0 d1 1 0.750000 fused-minmax"
-    result = run_tool("fuse", "--run", a, "--run", b, "--method", "rrf", "--hits", "1", "--output", out)
+    result = run_tool("fuse", "--run", a, "--run", b, "--method", "rrf", "--hits", "1", "--output", out, "--overwrite")
     assert result.returncode == 0 and len(out.read_text().splitlines()) == 2
 
 

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Callable, NoReturn
 
-from .errors import InputError, Interrupted
+from .errors import InputError, Interrupted, disk_full
 
 
 def warn(message: str) -> None:
@@ -35,8 +35,8 @@ def set_threads(threads: int | None) -> None:
 
 
 def run_main(main: Callable[[], None]) -> None:
-    """Run a command's main; bad input becomes one `error:` line and exit status 2, an interruption
-    one line saying how to resume and exit status 130."""
+    """Run a command's main; bad input (and a full disk) becomes one `error:` line and exit status 2,
+    an interruption one line saying how to resume and exit status 130."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         main()
@@ -48,3 +48,7 @@ def run_main(main: Callable[[], None]) -> None:
         fail("interrupted", code=130)
     except BrokenPipeError:
         sys.exit(1)
+    except OSError as err:
+        if disk_full(err) is None:
+            raise
+        fail(disk_full(err))

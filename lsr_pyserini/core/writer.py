@@ -4,19 +4,21 @@ Corpus output is a folder of JsonVectorCollection (or, for plain text, JsonColle
 `pyserini.index.lucene --collection JsonVectorCollection --impact --pretokenized` indexes as it
 is. Anserini reads every file below that folder, so nothing else lives there: the manifest is the
 sibling file `DIR.manifest.json` and shards are first written to the sibling folder `DIR.partial/`
-and moved into DIR only when complete. An interrupted run therefore leaves only complete shards,
-and running the same command again resumes after the last complete shard.
+and moved into DIR only when complete, fsynced and their SHA-256 recorded in the manifest
+(`CheckedParts`). An interrupted run (Ctrl-C, a kill, a full disk) therefore leaves only complete
+shards, and running the same command again checks them and resumes after them. The folder is
+claimed and locked first (`core/outputs.py`).
 """
 from __future__ import annotations
 
 import itertools
 import json
-import os
-import shutil
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import BinaryIO, Callable, Iterator
 
-from .errors import InputError, Interrupted
+from .cli import warn
+from .errors import InputError, Interrupted, disk_full
+from .outputs import OutputKind, atomic_write, claim_output, sha256_file, written_aside
 from .readers import Document
 
 SHARD_PATTERN = "part-{:05d}.jsonl"
@@ -52,54 +54,111 @@ def run_lines(run: dict[str, list[tuple[str, float]]], tag: str) -> Iterator[str
             yield f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n"
 
 
-def atomic_write(path: Path, lines: Iterable[str]) -> None:
-    """Write to `path` through a temporary sibling so the file is either complete or absent."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.writelines(lines)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def manifest_path(out_dir: Path) -> Path:
     return out_dir.with_name(out_dir.name + ".manifest.json")
+
+
+def _is_shard_folder(path: Path) -> bool:
+    """Whether DIR.manifest.json beside `path` is this writer's manifest."""
+    try:
+        manifest = json.loads(manifest_path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(manifest, dict) and isinstance(manifest.get("settings"), dict) and "shards" in manifest
+
+
+SHARD_FOLDER = OutputKind("a shard folder (with DIR.manifest.json beside it)", folder=True,
+                          recognise=_is_shard_folder, siblings=(".manifest.json",))
+
+
+class CheckedParts:
+    """The complete parts (0, 1, ...) of a resumable output, each with its SHA-256 on record.
+
+    A part is written aside in `tmp_folder`, flushed and fsynced; its checksum and `stats` are then
+    recorded (`save`, which writes the record atomically) and only then is it renamed to
+    `folder/pattern.format(index)`. So a file under a part's final name is always complete, and a
+    part whose rename was lost to a crash is simply written again. On resume every recorded part
+    is read back: one that is missing is written again; one that no longer matches its checksum
+    (truncated, damaged) is reported in one line, removed and written again.
+    """
+
+    def __init__(self, folder: Path, tmp_folder: Path, pattern: str, recorded: dict, save: Callable[[], None]):
+        self.folder, self.tmp_folder, self.pattern, self.save = folder, tmp_folder, pattern, save
+        self.entries: dict[str, dict] = {}
+        unchecked = []
+        for key, entry in recorded.items():
+            path = self.path(int(key))
+            if not path.is_file():
+                continue
+            if "sha256" not in entry:  # recorded by a version that kept no checksums
+                unchecked.append(path)
+            elif entry["sha256"] != sha256_file(path):
+                warn(f"{path}: does not match the SHA-256 recorded when it was written (truncated or damaged); "
+                     f"writing it again")
+            else:
+                self.entries[key] = entry
+                continue
+            path.unlink()
+        if unchecked:
+            warn(f"{folder}: {len(unchecked)} part(s) have no SHA-256 on record (written by an older version); "
+                 f"writing them again")
+
+    def path(self, index: int) -> Path:
+        return self.folder / self.pattern.format(index)
+
+    def is_complete(self, index: int) -> bool:
+        return str(index) in self.entries
+
+    def write(self, index: int, write: Callable[[BinaryIO], None], **stats) -> None:
+        """Write part `index` with `write(handle)` (binary), record it, rename it into place."""
+        key = str(index)
+
+        def record(tmp: Path) -> None:
+            self.entries[key] = {"sha256": sha256_file(tmp), "bytes": tmp.stat().st_size, **stats}
+            self.save()
+
+        tmp = self.tmp_folder / f".{self.pattern.format(index)}.tmp"
+        try:
+            with written_aside(self.path(index), tmp=tmp, before_rename=record) as handle:
+                write(handle)
+        except BaseException:
+            self.entries.pop(key, None)  # perhaps recorded, but not renamed into place: not complete
+            raise
+
+    def ordered(self) -> list[Path]:
+        """The complete parts' files in index order."""
+        return [self.path(int(key)) for key in sorted(self.entries, key=int)]
+
+    def total(self, stat: str) -> int:
+        return sum(entry[stat] for entry in self.entries.values())
 
 
 class ShardWriter:
     """Writes corpus shards into `out_dir`, resumable, with a manifest beside the folder."""
 
     def __init__(self, out_dir: str, settings: dict, overwrite: bool = False):
-        self.out_dir = Path(out_dir.rstrip("/\\") or out_dir)
-        self.partial_dir = self.out_dir.with_name(self.out_dir.name + ".partial")
+        self.claim = claim_output(out_dir, SHARD_FOLDER, overwrite, resumable=True)
+        self.out_dir = self.claim.path
         self.manifest = manifest_path(self.out_dir)
         self.settings = settings
-        self.shards: dict[str, dict] = {}  # shard index -> {"documents": n, "nonzeros": n}
         if overwrite:
-            self._clear()
-        self._check_existing()
+            self.claim.clear()
+        recorded = self._recorded_shards()
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.partial_dir.mkdir(parents=True, exist_ok=True)
+        self.partial_dir = self.claim.scratch(".partial")
+        self.parts = CheckedParts(self.out_dir, self.partial_dir, SHARD_PATTERN, recorded,
+                                  lambda: self._write_manifest({"status": "running"}))
         self._write_manifest({"status": "running"})
 
-    def _clear(self) -> None:
-        for path in (self.out_dir, self.partial_dir):
-            if path.is_dir():
-                shutil.rmtree(path)
-        self.manifest.unlink(missing_ok=True)
+    @property
+    def shards(self) -> dict[str, dict]:
+        """Complete shards: index -> {"documents", "nonzeros", "sha256", "bytes"}."""
+        return self.parts.entries
 
-    def _check_existing(self) -> None:
-        if not self.out_dir.exists():
-            return
-        if not self.out_dir.is_dir():
-            raise InputError(f"{self.out_dir}: exists and is not a folder")
-        if not any(self.out_dir.iterdir()):
-            return
+    def _recorded_shards(self) -> dict:
+        """The shards an earlier run recorded; refuses one made with other settings."""
         if not self.manifest.is_file():
-            raise InputError(f"{self.out_dir}: folder is not empty and has no {self.manifest.name} "
-                             f"(not written by this tool): choose another --output or pass --overwrite")
+            return {}
         try:
             previous = json.loads(self.manifest.read_text())
         except (OSError, json.JSONDecodeError):
@@ -109,54 +168,42 @@ class ShardWriter:
                              if previous.get("settings", {}).get(k) != self.settings.get(k))
             raise InputError(f"{self.out_dir}: holds shards encoded with other settings "
                              f"({', '.join(changed)} differ): choose another --output or pass --overwrite")
-        self.shards = {k: v for k, v in previous.get("shards", {}).items() if self.is_complete(int(k))}
+        return previous.get("shards", {})
 
     def _write_manifest(self, extra: dict) -> None:
         data = {"settings": self.settings, "shards": self.shards, **extra}
         atomic_write(self.manifest, [json.dumps(data, indent=2, sort_keys=True) + "\n"])
 
     def shard_path(self, index: int) -> Path:
-        return self.out_dir / SHARD_PATTERN.format(index)
+        return self.parts.path(index)
 
     def is_complete(self, index: int) -> bool:
-        return self.shard_path(index).is_file()
+        return self.parts.is_complete(index)
 
     def write_shard(self, index: int, records: list[dict]) -> None:
         """Write one complete shard of JSON records (`id`, `contents`[, `vector`]) and move it into place."""
-        tmp = self.partial_dir / SHARD_PATTERN.format(index)
-        with open(tmp, "w", encoding="utf-8") as handle:
+        def write(handle) -> None:
             for record in records:
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        os.replace(tmp, self.shard_path(index))
-        self.shards[str(index)] = {"documents": len(records),
-                                   "nonzeros": sum(len(r.get("vector", ())) for r in records)}
-        self._write_manifest({"status": "running"})
+                handle.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
 
-    def adopt(self, index: int) -> None:
-        """Count a shard completed by an earlier run (its stats are read back if the manifest lacks them)."""
-        if str(index) not in self.shards:
-            documents = nonzeros = 0
-            with open(self.shard_path(index), encoding="utf-8") as handle:
-                for line in handle:
-                    documents += 1
-                    nonzeros += len(json.loads(line).get("vector", ()))
-            self.shards[str(index)] = {"documents": documents, "nonzeros": nonzeros}
+        self.parts.write(index, write, documents=len(records),
+                         nonzeros=sum(len(r.get("vector", ())) for r in records))
 
     def documents_done(self) -> int:
-        return self.totals()[0]
+        return self.parts.total("documents")
 
     def totals(self) -> tuple[int, int]:
         """(documents, non-zero terms) over all complete shards, this run's and earlier ones."""
-        return (sum(s["documents"] for s in self.shards.values()),
-                sum(s["nonzeros"] for s in self.shards.values()))
+        return self.parts.total("documents"), self.parts.total("nonzeros")
 
     def finish(self, summary: dict) -> None:
         self._write_manifest({"status": "complete", **summary})
-        shutil.rmtree(self.partial_dir, ignore_errors=True)
+        self.abandon()
+        self.claim.release()
 
     def abandon(self) -> None:
-        """Drop the half-written shard of an interrupted run; complete shards stay."""
-        shutil.rmtree(self.partial_dir, ignore_errors=True)
+        """Drop DIR.partial (a half-written shard is removed as it fails); complete shards stay."""
+        self.claim.drop_scratch(".partial")
 
 
 class WithDenseStore:
@@ -170,9 +217,6 @@ class WithDenseStore:
 
     def is_complete(self, index: int) -> bool:
         return self.sparse.is_complete(index) and self.store.is_complete(index)
-
-    def adopt(self, index: int) -> None:
-        self.sparse.adopt(index)
 
     def write_shard(self, index: int, records) -> None:
         sparse_records, store_records = records
@@ -191,11 +235,12 @@ def write_corpus_shards(docs: Iterator[Document], writer, shard_size: int,
                         to_records: Callable[[list[Document]], object], progress, total: int, output: str) -> int:
     """Cut `docs` into shards, skip those an earlier run completed, write the rest.
 
-    `writer` is a ShardWriter or anything with its interface (`is_complete`, `adopt`,
-    `write_shard`, `abandon`, `documents_done`); `to_records` turns one shard of documents into
-    its records (and advances `progress`). Returns the number of documents written by this run.
-    On Ctrl-C the half-written shard is dropped and `Interrupted` says how many of the `total`
-    documents are in complete shards of `output` and how to resume.
+    `writer` is a ShardWriter or anything with its interface (`is_complete`, `write_shard`,
+    `documents_done`, `abandon`); `to_records` turns one shard of documents into its records (and advances
+    `progress`). Returns the number of documents written by this run. A shard is written aside and
+    renamed only when complete, so on Ctrl-C (`Interrupted`) or a full disk (`InputError`) the
+    one-line message says how many of the `total` documents are in complete shards of `output`
+    and that the same command resumes.
     """
     written = 0
     try:
@@ -204,7 +249,6 @@ def write_corpus_shards(docs: Iterator[Document], writer, shard_size: int,
             if not shard:
                 break
             if writer.is_complete(index):
-                writer.adopt(index)
                 progress.update(len(shard))
                 continue
             writer.write_shard(index, to_records(shard))
@@ -214,4 +258,11 @@ def write_corpus_shards(docs: Iterator[Document], writer, shard_size: int,
         progress.close()
         raise Interrupted(f"interrupted: {writer.documents_done()} of {total} documents are in complete shards "
                           f"for {output}; run the same command again to resume") from None
+    except OSError as err:
+        if disk_full(err) is None:
+            raise
+        writer.abandon()
+        progress.close()
+        raise InputError(f"{disk_full(err)}: {writer.documents_done()} of {total} documents are in complete shards "
+                         f"for {output}; free space and run the same command again to resume") from None
     return written

@@ -15,7 +15,6 @@ with `python -m lsr_pyserini.encode queries --encoder ssr --model SSR_MODEL`.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,11 +27,12 @@ from ..core.cli import progress_bar, run_main, set_threads
 from ..core.errors import InputError
 from ..core.options import non_negative_float, positive_float, positive_int, random_seed
 from ..core.readers import Document, checked_corpus, input_identity, read_corpus
-from ..core.writer import ShardWriter, quantize, write_corpus_shards
-from ..stores.tokens import TokenRows, TokenRowsWriter
+from ..core.outputs import claim_output
+from ..core.writer import SHARD_FOLDER, ShardWriter, quantize, write_corpus_shards
+from ..stores.tokens import TOKEN_STORES, TokenRows, TokenRowsWriter
 from .backbone import TokenEncoder
 from .codes import codes, document_terms
-from .sae import RETRIEVAL_DEFAULTS, SSRModel, check_sizes, fit_sae
+from .sae import RETRIEVAL_DEFAULTS, SSR_MODEL, SSRModel, check_sizes, fit_sae
 
 DEFAULT_IMPACT_SCALE = 100
 # the types of the numeric RETRIEVAL_DEFAULTS on the command line
@@ -55,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument("--no-projection", action="store_true",
                        help="ignore a ColBERT linear projection found in the checkpoint (default: apply it)")
     embed.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
-    embed.add_argument("--overwrite", action="store_true", help="replace an existing store")
+    embed.add_argument("--overwrite", action="store_true",
+                       help="replace an existing token store (default: refuse, unless it has these settings: "
+                            "then there is nothing to do)")
     fit = sub.add_parser("fit", help="train the token and [CLS] TopK SAEs on a token store (reconstruction)")
     fit.add_argument("--tokens", required=True, help="token store written by `ssr embed`")
     fit.add_argument("--output", required=True, help="SSR model folder to create")
@@ -68,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--impact-scale", type=positive_float,
                        help="integer impact = round(activation x scale) (default: the model's, 100)")
     index.add_argument("--shard-size", type=positive_int, default=10_000, help="documents per shard (default: 10000)")
-    index.add_argument("--overwrite", action="store_true", help="replace existing shards and code store")
+    index.add_argument("--overwrite", action="store_true",
+                       help="replace existing shards and code store of this tool (default: refuse)")
     for command in (embed, fit, index):
         command.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
         command.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -86,6 +89,7 @@ def complete_store_with(path: str, settings: dict) -> bool:
 
 
 def embed(args) -> None:
+    claim_output(args.output, TOKEN_STORES["tokens"], args.overwrite, resumable=True)  # before the model loads
     encoder = TokenEncoder(args.model, max_length=args.max_length, query_max_length=args.query_max_length,
                            pooling=args.pooling, projection=not args.no_projection)
     check = checked_corpus(args.input)
@@ -135,15 +139,14 @@ def add_fit_arguments(parser) -> None:
         else:
             parser.add_argument(flag, type=RETRIEVAL_TYPES[key], default=default,
                                 help=f"retrieval setting stored in the model (default: {default})")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing model folder")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing SSR model folder (default: refuse)")
 
 
 def fit_command(args) -> None:
     check_sizes(1, args.latents, args.k)
     check_sizes(1, args.cls_latents, args.cls_k)
-    output = Path(args.output)
-    if output.exists() and any(output.iterdir()) and not args.overwrite:
-        raise InputError(f"{output}: already exists: choose another --output or pass --overwrite")
+    output = claim_output(args.output, SSR_MODEL, args.overwrite)
     store = TokenRows(args.tokens, "tokens")
     backbone = store.manifest["backbone"]
     common = {"lr": args.lr, "seed": args.seed, "aux_k": args.aux_k, "aux_weight": args.aux_weight,
@@ -155,18 +158,18 @@ def fit_command(args) -> None:
     settings = {key: getattr(args, key) for key in RETRIEVAL_DEFAULTS}
     model = SSRModel(backbone, token_sae, cls_sae, settings,
                      {"token_sae": token_log, "cls_sae": cls_log, "tokens": str(Path(args.tokens).resolve())})
-    building = output.with_name(output.name + ".building")
-    shutil.rmtree(building, ignore_errors=True)
+    output.drop_scratch(".building")
+    building = output.scratch(".building")
     model.save(building)
-    if output.exists():
-        shutil.rmtree(output)
-    building.rename(output)
+    output.replace_with(building)
     print(f"trained SAEs in {token_log['seconds'] + cls_log['seconds']:.0f}s: token h={args.latents} K={args.k} "
           f"(normalised MSE {token_log['final_nmse']}, {token_log['dead_latents']} dead), [CLS] h={args.cls_latents} "
-          f"K={args.cls_k} (normalised MSE {cls_log['final_nmse']}); model in {output}", file=sys.stderr)
+          f"K={args.cls_k} (normalised MSE {cls_log['final_nmse']}); model in {output.path}", file=sys.stderr)
 
 
 def index_command(args) -> None:
+    claim_output(args.codes, TOKEN_STORES["codes"], args.overwrite)  # before any coding
+    claim_output(args.output, SHARD_FOLDER, args.overwrite, resumable=True)
     impact_scale = args.impact_scale or DEFAULT_IMPACT_SCALE
     model = SSRModel.load(args.model)
     tokens = TokenRows(args.tokens, "tokens")

@@ -25,8 +25,11 @@ import numpy as np
 import torch
 
 from ..core.errors import InputError
+from ..core.outputs import json_file_kind
 
 CONFIG_FILE, WEIGHTS_FILE = "ssr_config.json", "sae.safetensors"
+SSR_MODEL = json_file_kind("an SSR model folder", CONFIG_FILE,
+                           lambda config: isinstance(config, dict) and config.get("family") == "ssr")
 # retrieval settings an SSR model carries (defaults; `ssr fit` flags override them)
 RETRIEVAL_DEFAULTS = {
     "query_term_budget": 256,     # adaptive K: a query of n tokens keeps budget / n neurons per token ...

@@ -1,21 +1,26 @@
 """The one ending every store writer shares: build the store aside, rename it into place.
 
-`StoreWriter` builds a store in the sibling folder `STORE.building/` and renames it to `STORE`
-only when every file is written, so a reader never sees a half-written store. `ShardedStoreWriter`
-adds the resumable part: one part file per corpus shard in `STORE.partial/` (the shard writer's
-interface: `is_complete`, `adopt`, `write_shard`, `abandon`), gathered into the store at the end.
+`StoreWriter` claims the store's folder first (`core/outputs.py`: locked; an existing store of
+the same kind is replaced only with --overwrite, anything else is never touched), builds the store
+in the marked sibling folder `STORE.building/` and renames it to `STORE` only when every file is
+written, so a reader never sees a half-written store. `ShardedStoreWriter` adds the resumable
+part: one part file per corpus shard in `STORE.partial/` (the shard writer's interface:
+`is_complete`, `write_shard`, `documents_done`, `abandon`), each checksummed in
+`STORE.partial/progress.json` (`core.writer.CheckedParts`), gathered into the store at the end.
 """
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.writer import atomic_write
+from ..core.outputs import OutputKind, atomic_write, claim_output, json_file_kind
+from ..core.writer import CheckedParts
+
+PROGRESS_FILE = "progress.json"
 
 
 def write_manifest(path: Path, manifest: dict) -> None:
@@ -33,92 +38,85 @@ def read_manifest(path: Path, not_a_store: str) -> dict:
         raise InputError(f"{path}: malformed JSON ({err.msg})") from None
 
 
-class StoreWriter:
-    """Writes a store folder once: files go to STORE.building/, renamed to STORE when complete."""
+def store_kind(description: str, manifest_file: str, check: Callable[[dict], bool]) -> OutputKind:
+    """The kind of a store folder recognised by its manifest file passing `check`."""
+    return json_file_kind(description, manifest_file, lambda manifest: isinstance(manifest, dict) and check(manifest))
 
-    def __init__(self, path: str):
-        self.path = Path(str(path).rstrip("/\\") or str(path))
+
+class StoreWriter:
+    """Writes a store folder once: files go to STORE.building/, renamed to STORE when complete.
+    Subclasses set `output_kind` (or pass `kind`)."""
+
+    output_kind: OutputKind
+
+    def __init__(self, path: str, overwrite: bool = False, kind: OutputKind | None = None):
+        self.claim = claim_output(path, kind or self.output_kind, overwrite)
+        self.path = self.claim.path
 
     def begin(self) -> Path:
         """A fresh, empty STORE.building/ folder to write the store's files into."""
-        building = self.path.with_name(self.path.name + ".building")
-        shutil.rmtree(building, ignore_errors=True)
-        building.mkdir(parents=True)
-        return building
+        self.claim.drop_scratch(".building")
+        return self.claim.scratch(".building")
 
     def publish(self, building: Path) -> None:
-        """Replace STORE by the completed building folder."""
-        if self.path.exists():
-            shutil.rmtree(self.path)
-        os.replace(building, self.path)
+        """Replace STORE by the completed building folder (and drop STORE.partial)."""
+        self.claim.replace_with(building)
+        self.claim.drop_scratch(".partial")
+        self.claim.release()
 
 
 class ShardedStoreWriter(StoreWriter):
     """A store filled shard by shard in STORE.partial/ (resumable) and built by `finish`.
 
     Refuses to replace a complete store unless `overwrite`, and to resume parts written with other
-    settings. Subclasses write a shard with `write_part` and gather the parts in `finish`.
+    settings. Subclasses write a shard with `write_part` and gather `parts()` in `finish`.
     """
 
-    kind = "store"
-
     def __init__(self, path: str, settings: dict, overwrite: bool = False):
-        super().__init__(path)
-        self.partial = self.path.with_name(self.path.name + ".partial")
+        super().__init__(path, overwrite)
         self.settings = settings
         if overwrite:
-            for folder in (self.path, self.partial):
-                if folder.is_dir():
-                    shutil.rmtree(folder)
-        if self.path.exists():
-            raise InputError(f"{self.path}: {self.kind} already exists: choose another folder or pass --overwrite")
-        settings_file = self.partial / "settings.json"
-        if self.partial.is_dir():
-            try:
-                previous = json.loads(settings_file.read_text())
-            except (OSError, json.JSONDecodeError):
-                previous = None
-            if previous != settings:
-                raise InputError(f"{self.partial}: holds vectors encoded with other settings "
-                                 f"(or unreadable): pass --overwrite to start again")
-        self.partial.mkdir(parents=True, exist_ok=True)
-        atomic_write(settings_file, [json.dumps(settings, sort_keys=True)])
+            self.claim.drop_scratch(".partial")
+        self.partial = self.claim.scratch(".partial")
+        self.parts_record = CheckedParts(self.partial, self.partial, "part-{:05d}.npz", self._recorded_parts(),
+                                         self._save_progress)
+        self._save_progress()
 
-    def _part(self, index: int) -> Path:
-        return self.partial / f"part-{index:05d}.npz"
+    def _recorded_parts(self) -> dict:
+        progress = self.partial / PROGRESS_FILE
+        if not progress.is_file():
+            return {}
+        try:
+            previous = json.loads(progress.read_text())
+        except (OSError, json.JSONDecodeError):
+            previous = None
+        if not isinstance(previous, dict) or previous.get("settings") != self.settings:
+            raise InputError(f"{self.partial}: holds vectors encoded with other settings "
+                             f"(or unreadable): pass --overwrite to start again")
+        return previous.get("parts", {})
+
+    def _save_progress(self) -> None:
+        write_manifest(self.partial / PROGRESS_FILE, {"settings": self.settings, "parts": self.parts_record.entries})
 
     def parts(self) -> list[Path]:
-        return sorted(self.partial.glob("part-*.npz"))
+        """The complete parts, in shard order."""
+        return self.parts_record.ordered()
 
     def is_complete(self, index: int) -> bool:
-        return self._part(index).is_file()
-
-    def adopt(self, index: int) -> None:
-        """Nothing to do: a complete part is read back by `finish`."""
+        return self.parts_record.is_complete(index)
 
     def write_part(self, index: int, **arrays: np.ndarray) -> None:
-        """Save one shard's arrays as a complete part (written aside, then renamed)."""
-        tmp = self.partial / f".part-{index:05d}.tmp.npz"
-        np.savez(tmp, **arrays)
-        os.replace(tmp, self._part(index))
+        """Save one shard's arrays as a complete part (written aside, checksummed, then renamed)."""
+        self.parts_record.write(index, lambda handle: np.savez(handle, **arrays), documents=len(arrays["docids"]))
 
     def documents_done(self) -> int:
         """Documents in complete parts (this run's and earlier ones)."""
-        total = 0
-        for part in self.parts():
-            with np.load(part) as data:
-                total += len(data["docids"])
-        return total
+        return self.parts_record.total("documents")
 
     def abandon(self) -> None:
-        for tmp in self.partial.glob(".part-*.tmp.npz"):
-            tmp.unlink(missing_ok=True)
+        """Nothing to drop: STORE.partial holds the complete parts (a half-written one is removed as it fails)."""
 
     def check_count(self, documents: int, expected: int, what: str) -> None:
         if documents != expected:
             raise InputError(f"{self.partial}: holds {documents} of {expected} {what} "
                              f"(was an earlier run made without this store?): pass --overwrite to start again")
-
-    def publish(self, building: Path) -> None:
-        super().publish(building)
-        shutil.rmtree(self.partial, ignore_errors=True)

@@ -23,12 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.writer import atomic_write
-from .base import ShardedStoreWriter, read_manifest, write_manifest
+from ..core.outputs import atomic_write
+from .base import ShardedStoreWriter, read_manifest, store_kind, write_manifest
 
 STORE_FORMAT = "lsr-pyserini-dense-store/1"
 INDEX_FILE, DOCIDS_FILE, MANIFEST_FILE = "index.faiss", "docids.txt", "manifest.json"
 RAGGED_DATA, RAGGED_OFFSETS = ".data.npy", ".offsets.npy"
+DENSE_STORE = store_kind("a dense store", MANIFEST_FILE, lambda manifest: manifest.get("format") == STORE_FORMAT)
 
 
 def faiss_module():
@@ -47,7 +48,7 @@ class DenseStoreWriter(ShardedStoreWriter):
     and dtype for every document), e.g. BGE-M3's ColBERT vectors.
     """
 
-    kind = "dense store"
+    output_kind = DENSE_STORE
 
     def write_shard(self, index: int, records: tuple) -> None:
         docids, parts = records

@@ -25,13 +25,14 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.writer import atomic_write
-from .base import ShardedStoreWriter, read_manifest, write_manifest
+from ..core.outputs import atomic_write
+from .base import ShardedStoreWriter, read_manifest, store_kind, write_manifest
 from .dense import DOCIDS_FILE
 
 STORE_FORMAT = "lsr-pyserini-sparseembed-store/2"
 META_FILE, OFFSETS_FILE, TERMS_FILE = "sparseembed.json", "offsets.npy", "terms.bin"
 MASKS_FILE, VALUES_FILE, VALUE_OFFSETS_FILE = "masks.bin", "values.bin", "value_offsets.npy"
+SPARSEEMBED_STORE = store_kind("a SparseEmbed store", META_FILE, lambda manifest: manifest.get("format") == STORE_FORMAT)
 _POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(1).astype(np.int64)
 
 
@@ -44,7 +45,7 @@ class SparseEmbedStoreWriter(ShardedStoreWriter):
     embeddings), concatenated into contiguous arrays by :meth:`finish`. A shard's records are
     ``(docids, [(term ids, embeddings k x dim), ...])``."""
 
-    kind = "SparseEmbed store"
+    output_kind = SPARSEEMBED_STORE
 
     def write_shard(self, index: int, records) -> None:
         docids, parts = records

@@ -8,7 +8,11 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import InputError
-from .base import StoreWriter
+from ..core.outputs import atomic_write
+from .base import StoreWriter, store_kind
+
+META_FILE = "tilde.json"
+TILDE_STORE = store_kind("a TILDE store", META_FILE, lambda meta: "vocab_size" in meta and "documents" in meta)
 
 
 class TildeStore:
@@ -17,10 +21,10 @@ class TildeStore:
     Layout of the folder: `docids.txt`; `log_likelihoods.f16`, a float16 documents x |V| matrix of
     log P(t|d) read through a memory map (re-ranking touches only the candidates' rows);
     `passage_terms.i32` + `passage_offsets.i64`, each passage's scored token ids (for TILDE-DL);
-    `tilde.json`, the model and sizes. Written into `DIR.building` and renamed when complete.
+    `tilde.json`, the model and sizes. Written by `TildeStoreWriter`.
     """
 
-    META = "tilde.json"
+    META = META_FILE
 
     def __init__(self, folder: str):
         self.folder = Path(folder)
@@ -47,11 +51,16 @@ class TildeStore:
         row = self.row[docid]
         return self.terms[self.offsets[row]:self.offsets[row + 1]]
 
-    @staticmethod
-    def write(folder: str, docids: list[str], log_likelihoods: list, passage_terms: list[list[int]], meta: dict) -> None:
-        writer = StoreWriter(folder)
-        building = writer.begin()
-        (building / "docids.txt").write_text("".join(f"{d}\n" for d in docids), encoding="utf-8")
+
+class TildeStoreWriter(StoreWriter):
+    """Claims the store folder up front (before the model runs); `write` builds it into
+    `DIR.building` and renames it into place when complete."""
+
+    output_kind = TILDE_STORE
+
+    def write(self, docids: list[str], log_likelihoods: list, passage_terms: list[list[int]], meta: dict) -> None:
+        building = self.begin()
+        atomic_write(building / "docids.txt", (f"{d}\n" for d in docids))
         matrix = np.memmap(building / "log_likelihoods.f16", dtype=np.float16, mode="w+",
                            shape=(len(docids), int(meta["vocab_size"])))
         for row, values in enumerate(log_likelihoods):
@@ -60,5 +69,5 @@ class TildeStore:
         del matrix
         np.asarray([t for terms in passage_terms for t in terms], dtype=np.int32).tofile(building / "passage_terms.i32")
         np.cumsum([0] + [len(t) for t in passage_terms], dtype=np.int64).tofile(building / "passage_offsets.i64")
-        (building / TildeStore.META).write_text(json.dumps({**meta, "documents": len(docids)}, indent=2) + "\n")
-        writer.publish(building)
+        atomic_write(building / META_FILE, [json.dumps({**meta, "documents": len(docids)}, indent=2) + "\n"])
+        self.publish(building)

@@ -19,20 +19,22 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.writer import atomic_write
-from .base import StoreWriter, read_manifest, write_manifest
+from ..core.outputs import atomic_write
+from .base import StoreWriter, read_manifest, store_kind, write_manifest
 
 STORE_FORMAT = "lsr-pyserini-token-store/1"
 MANIFEST, DOCIDS, OFFSETS = "manifest.json", "docids.txt", "offsets.npy"
+TOKEN_STORES = {kind: store_kind(f"an SSR {kind} store", MANIFEST,
+                                 lambda manifest, kind=kind: manifest.get("format") == STORE_FORMAT
+                                 and manifest.get("kind") == kind)
+                for kind in ("tokens", "codes")}
 
 
 class TokenRowsWriter(StoreWriter):
     """Collects documents (id, {name: token rows}, {name: document row}) and writes the store once."""
 
     def __init__(self, path: str, kind: str, settings: dict, overwrite: bool = False):
-        super().__init__(path)
-        if self.path.exists() and not overwrite:
-            raise InputError(f"{self.path}: store already exists: choose another folder or pass --overwrite")
+        super().__init__(path, overwrite, kind=TOKEN_STORES[kind])
         self.kind, self.settings = kind, settings
         self.docids: list[str] = []
         self.lengths: list[int] = []

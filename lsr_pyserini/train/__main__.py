@@ -7,7 +7,8 @@ FAMILY: splade (fine-tune a SPLADE checkpoint), tilde (BiQDL), tildev2 (contextu
 match). Hard negatives come from a Lucene run of the training queries (BM25 by default: see
 eval/regressions/*.yaml for the steps). The output folder is a transformers checkpoint
 (safetensors) plus the family's head files, usable with `lsr_pyserini.encode --model DIR`.
-Interrupting (Ctrl-C) saves a checkpoint; the same command resumes from it.
+Interrupting (Ctrl-C) saves a checkpoint; the same command resumes from it. An output folder
+that holds a finished model is replaced only with --overwrite; anything else is never touched.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from ..core.options import (
 from ..core.presets import preset_model
 from . import load_families
 from .data import TrainingData
-from .loop import seed_everything, train
+from .loop import claim_training_output, seed_everything, train
 
 
 TEACHER_OPTIONS = ("--teacher", "--teacher-scale")
@@ -43,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--corpus", required=True, help="corpus: JSONL(.gz), BEIR folder or ir_datasets id")
         p.add_argument("--negatives", required=True, help="TREC run of the training queries (e.g. BM25)")
         p.add_argument("--output", required=True, help="folder for the trained checkpoint")
+        p.add_argument("--overwrite", action="store_true",
+                       help="replace a model (or discard a checkpoint) this command wrote in --output "
+                            "(default: resume a checkpoint, refuse a finished model)")
         p.add_argument("--base", default=builder.default_base,
                        help=f"preset name or checkpoint to start from (default: {builder.default_base})")
         teacher = builder.reads_teacher  # the other families refuse these options (main): their help hides them
@@ -77,15 +81,16 @@ def main(argv: list[str] | None = None) -> None:
                    dict.fromkeys(TEACHER_OPTIONS, readers), args.family, ("training family", "training families"))
     if args.teacher_scale is None:
         args.teacher_scale = 1.0
+    claim_training_output(args.output, args.overwrite)  # before any data or model is loaded
     set_threads(args.threads)
     seed_everything(args.seed)
     data = TrainingData(args.queries, args.qrels, args.corpus, args.negatives, args.negatives_depth, args.teacher,
                         args.teacher_scale)
     model = families[args.family](preset_model(args.base), args)
-    settings = {k: v for k, v in vars(args).items() if k not in ("quiet", "save_every", "threads")}
+    settings = {k: v for k, v in vars(args).items() if k not in ("quiet", "save_every", "threads", "overwrite")}
     summary = train(model, data, args.output, settings, epochs=args.epochs, batch_size=args.batch_size,
                     group_size=args.group_size, lr=args.lr, seed=args.seed, warmup_ratio=args.warmup_ratio,
-                    max_steps=args.max_steps, save_every=args.save_every, quiet=args.quiet)
+                    max_steps=args.max_steps, save_every=args.save_every, quiet=args.quiet, overwrite=args.overwrite)
     print(f"trained {args.family} for {summary['steps']} steps in {summary['seconds']} s -> {args.output}",
           file=sys.stderr)
 

@@ -1,9 +1,12 @@
 """The one training loop: AdamW, linear warm-up and decay, clipping, progress bar with the loss,
-checkpoints that resume exactly (model, optimiser, scheduler, RNG and position in the data)."""
+checkpoints that resume exactly (model, optimiser, scheduler, RNG and position in the data).
+
+The output folder is claimed first (`core/outputs.py`): locked while training; a folder holding a
+checkpoint of this loop is resumed; one holding a finished model (`lsr_training.json`) is
+replaced only with `overwrite`; anything else is never touched."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import time
 from pathlib import Path
@@ -12,9 +15,12 @@ import numpy as np
 import torch
 
 from ..core.errors import InputError, Interrupted
+from ..core.outputs import OutputKind, atomic_write, claim_output, written_aside
 from .data import TrainingData
 
-CHECKPOINT = "checkpoint.pt"
+CHECKPOINT, SUMMARY = "checkpoint.pt", "lsr_training.json"
+TRAINING_OUTPUT = OutputKind("a training output folder (with checkpoint.pt or lsr_training.json)", folder=True,
+                             recognise=lambda path: (path / CHECKPOINT).is_file() or (path / SUMMARY).is_file())
 
 
 def seed_everything(seed: int) -> None:
@@ -33,21 +39,32 @@ def _linear_schedule(total_steps: int, warmup_steps: int):
 
 
 def _save_checkpoint(path: Path, model, optimizer, scheduler, step: int, settings: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "step": step, "settings": settings,
-                "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-                "numpy_rng": np.random.get_state()}, tmp)
-    os.replace(tmp, path)
+    with written_aside(path) as handle:
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(), "step": step, "settings": settings,
+                    "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+                    "numpy_rng": np.random.get_state()}, handle)
+
+
+def claim_training_output(output: str, overwrite: bool):
+    """Claim the output folder: a checkpoint there is resumed, a finished model needs `overwrite`."""
+    claim = claim_output(output, TRAINING_OUTPUT, overwrite, resumable=True)
+    if claim.present and not overwrite and not (claim.path / CHECKPOINT).is_file():
+        raise InputError(f"{claim.path}: holds a trained model already ({SUMMARY}): pass --overwrite to train "
+                         f"again into it, or choose another --output")
+    return claim
 
 
 def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int, batch_size: int,
           group_size: int, lr: float, seed: int, warmup_ratio: float = 0.1, max_steps: int | None = None,
-          save_every: int = 50, quiet: bool = False) -> dict:
+          save_every: int = 50, quiet: bool = False, overwrite: bool = False) -> dict:
     """Train `model` (a family module) and save it to `output`; returns a summary."""
     from tqdm import tqdm
 
-    out = Path(output)
+    claim = claim_training_output(output, overwrite)
+    if claim.present and overwrite:
+        claim.clear()
+    out = claim.path
     out.mkdir(parents=True, exist_ok=True)
     seed_everything(seed)
     steps_per_epoch = len(data) // batch_size
@@ -63,7 +80,8 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     if checkpoint.is_file():
         state = torch.load(checkpoint, weights_only=False)
         if state["settings"] != settings:
-            raise InputError(f"{checkpoint}: was written with other settings; use another --output or delete it")
+            raise InputError(f"{checkpoint}: was written with other settings: use another --output, or pass "
+                             f"--overwrite to start again")
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
@@ -103,6 +121,7 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     model.eval()
     model.save(out)
     summary = {"steps": step, "seconds": round(time.time() - started, 1), "final": last_logs, **settings}
-    (out / "lsr_training.json").write_text(json.dumps(summary, indent=2) + "\n")
+    atomic_write(out / SUMMARY, [json.dumps(summary, indent=2) + "\n"])
     checkpoint.unlink(missing_ok=True)
+    claim.release()
     return summary
