@@ -23,7 +23,7 @@ def test_corpus_shards_and_manifest(tiny_preset, tmp_path):
     records = shard_records(out)
     assert [r["id"] for r in records] == [f"s{i}" for i in range(1, 13)]
     assert records[0]["contents"].startswith("Vitamin D and bone health Vitamin D helps")
-    assert all(isinstance(v, int) and v > 0 for r in records for v in r["vector"].values())
+    assert all(r["vector"] and all(isinstance(v, int) and v > 0 for v in r["vector"].values()) for r in records)
     manifest = json.loads(manifest_path(out).read_text())
     assert manifest["status"] == "complete" and manifest["documents_written"] == 12
     assert manifest["settings"]["encoder"]["doc_max_length"] == 64
@@ -41,6 +41,7 @@ def test_queries_tsv_repeats_terms_by_rounded_weight(tiny_preset, tmp_path):
     lines = out.read_text().splitlines()
     vectors = [json.loads(line) for line in floats.read_text().splitlines()]
     assert len(lines) == len(vectors) == len((SAMPLE / "queries.test.tsv").read_text().splitlines())
+    assert all(vector["vector"] for vector in vectors)  # else empty lines would match empty vectors
     for line, vector in zip(lines, vectors):
         qid, terms = line.split("\t")
         assert qid == vector["id"]
@@ -98,8 +99,7 @@ def test_empty_texts_are_encoded_with_one_warning(tiny_preset, tmp_path):
 def test_help_on_every_command():
     for tool in ("encode", "prepare", "evaluate", "regress", "lucene", "demo"):
         result = run_tool(tool, "--help")
-        assert result.returncode == 0 and "usage" in (result.stdout + result.stderr).lower() or \
-            "python -m lsr_pyserini" in result.stdout, (tool, result.stderr)
+        assert result.returncode == 0 and f"python -m lsr_pyserini.{tool}" in result.stdout, (tool, result.stderr)
 
 
 def default_sigint() -> None:

@@ -57,6 +57,13 @@ def test_runs_without_a_common_query_are_refused():
         fuse([A, {"q9": [("d1", 1.0)]}], names=["a.txt", "b.txt"])
 
 
+def test_a_non_finite_weight_or_a_negative_rrf_k_is_refused():
+    with pytest.raises(InputError, match="weights must be finite numbers, got 0.5, nan"):
+        fuse([A, B], [0.5, float("nan")])
+    with pytest.raises(InputError, match="rrf k must be a finite number >= 0, got -1"):
+        fuse([A, B], method="rrf", rrf_k=-1)  # 1 / (k + rank) would divide by zero at rank 1
+
+
 def test_fuse_cli(tmp_path):
     a, b, out = write_run(tmp_path / "a.txt", A), write_run(tmp_path / "b.txt", B), tmp_path / "f.txt"
     result = run_tool("fuse", "--run", a, "--run", b, "--weight", "0.5", "--weight", "0.5", "--output", out)
@@ -70,12 +77,14 @@ def test_fuse_cli(tmp_path):
 def test_fuse_cli_bad_input(tmp_path):
     a = write_run(tmp_path / "a.txt", A)
     other = write_run(tmp_path / "other.txt", {"q7": [("d1", 1.0)]})
-    bad = tmp_path / "bad.txt"
+    bad, infinite = tmp_path / "bad.txt", tmp_path / "inf.txt"
     bad.write_text("q1 Q0 d1 1 high t\n")
+    infinite.write_text("q1 Q0 d1 1 3.5 t\nq1 Q0 d2 2 -inf t\n")
     out = tmp_path / "f.txt"
     cases = [
         (("--run", a, "--run", other), "the runs have no query in common"),
         (("--run", a, "--run", bad), "bad.txt:1: score 'high' is not a number"),
+        (("--run", a, "--run", infinite), "inf.txt:2: score '-inf' is not a finite number"),
         (("--run", a, "--run", a, "--weight", "1"), "1 --weight for 2 --run"),
         (("--run", a), "at least two --run"),
         (("--run", a, "--run", tmp_path / "none.txt"), "none.txt: no such file"),

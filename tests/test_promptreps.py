@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from conftest import LLAMA3_STYLE_TEMPLATE, SAMPLE, error_lines, run_tool
+from lsr_pyserini.core.fusion import interpolate
 from lsr_pyserini.core.readers import read_run
 from lsr_pyserini.encoders.promptreps import ASSISTANT_PREFIX, PromptRepsEncoder, escape_term
 
@@ -50,7 +51,9 @@ def test_harvests_the_last_position_of_the_unpadded_prompt(encoder):
 
 
 def test_sparse_vector_holds_only_tokens_of_the_text(encoder):
-    for text, (sparse, _) in zip(TEXTS, encoder.encode_both(TEXTS, "documents")):
+    vectors = [sparse for sparse, _ in encoder.encode_both(TEXTS, "documents")]
+    assert sum(map(bool, vectors)) >= 2  # so that an encoder giving empty vectors fails
+    for text, sparse in zip(TEXTS, vectors):
         allowed = set()
         for word in text.lower().replace(":", " ").replace("%", " ").split():
             allowed |= {escape_term(p) for p in encoder.tokenizer.tokenize(word)}
@@ -58,12 +61,13 @@ def test_sparse_vector_holds_only_tokens_of_the_text(encoder):
         assert all(w > 0 for w in sparse.values())
     capped = PromptRepsEncoder(encoder.path, dtype="float32", doc_top_k=2).encode_documents([TEXTS[2]])[0]
     full = encoder.encode_documents([TEXTS[2]])[0]
-    assert len(capped) <= 2 and capped == dict(sorted(full.items(), key=lambda kv: -kv[1])[:2])
+    assert len(full) > 2 and capped == dict(sorted(full.items(), key=lambda kv: -kv[1])[:2])
 
 
 def test_left_padding_gives_the_vectors_of_no_padding(encoder):
     assert encoder.tokenizer.padding_side == "left"
     batch = encoder.encode_both(TEXTS, "queries")
+    assert sum(bool(sparse) for sparse, _ in batch) >= 2  # so that empty vectors do not pass as equal
     for text, (sparse, dense) in zip(TEXTS, batch):
         alone_sparse, alone_dense = encoder.encode_both([text], "queries")[0]
         np.testing.assert_allclose(dense, alone_dense, atol=1e-5)
@@ -107,7 +111,7 @@ def test_pipeline_sparse_lucene_dense_faiss_fused(preset, tmp_path):
         ("search_dense", "--store", store, "--queries", queries, "--output", tmp_path / "dense.txt", "--hits", "12"),
         ("fuse", "--run", tmp_path / "sparse.txt", "--run", tmp_path / "dense.txt", "--output", tmp_path / "hybrid.txt"),
         ("rerank", "--reranker", "promptreps", "--run", tmp_path / "sparse.txt", "--queries", queries,
-         "--store", store, "--output", tmp_path / "reranked.txt", "--interpolate", "0.5"),
+         "--store", store, "--output", tmp_path / "reranked.txt", "--interpolate", "0.3"),
     ]
     for tool, *args in steps:
         result = run_tool(tool, *args)
@@ -127,7 +131,17 @@ def test_pipeline_sparse_lucene_dense_faiss_fused(preset, tmp_path):
     dense, hybrid = read_run(str(tmp_path / "dense.txt")), read_run(str(tmp_path / "hybrid.txt"))
     assert len(dense) == 7 and all(len(r) == 12 for r in dense.values())
     assert set(hybrid) == set(dense)
-    assert set(read_run(str(tmp_path / "reranked.txt"))) <= set(dense)
+    # --interpolate 0.3: 0.7 x min-max normalised first-stage score + 0.3 x the re-ranker's own
+    alone = run_tool("rerank", "--reranker", "promptreps", "--run", tmp_path / "sparse.txt", "--queries", queries,
+                     "--store", store, "--output", tmp_path / "alone.txt")
+    assert alone.returncode == 0, alone.stderr
+    alone = read_run(str(tmp_path / "alone.txt"))
+    expected, reranked = interpolate(sparse, alone, 0.3), read_run(str(tmp_path / "reranked.txt"))
+    assert reranked.keys() == expected.keys() == sparse.keys() and len(sparse) > 0
+    for qid, ranking in expected.items():
+        span = max(s for _, s in alone[qid]) - min(s for _, s in alone[qid])
+        rounding = 1e-6 / (span or 1) + 1e-6  # the runs hold 6 decimals; normalising divides by the span
+        assert dict(reranked[qid]) == pytest.approx(dict(ranking), abs=rounding), qid
 
 
 def test_a_model_without_chat_template_names_the_flag(tiny_llama_without_template, tmp_path):

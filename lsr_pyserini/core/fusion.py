@@ -13,6 +13,22 @@ Interpolation (``minmax``/``zscore``) sums weight x normalised score over the ru
 that a run did not retrieve for a query gets that run's lowest normalised score for the query
 (0 for min-max), i.e. it is treated as ranked at the bottom of that run, never above a
 retrieved one. A query that some runs lack is fused from the runs that have it.
+
+What the fused run does not depend on (``tests/test_properties.py`` checks each):
+
+- the order of the runs, their weights given in the same order: the weighted values are summed
+  exactly rounded (``math.fsum``), so the fused scores are equal to the bit;
+- for ``minmax`` and ``zscore``, a shift and a positive scaling of one run's scores for a query
+  (s -> a x s + b, a > 0): the normalised values are the same up to rounding, and to the bit
+  where the transformed scores are exact (e.g. integer scores, integer shifts, power-of-two
+  scales);
+- for ``rrf``, any strictly increasing map of one run's scores: only each run's order counts
+  (documents with equal scores keep the run's order).
+
+Normalised values are finite for finite scores (constant scores, one document and scores near the
+float limits included: minmax in [0, 1], zscore within +-sqrt(documents), rrf at most 1 / (k + 1)),
+so fused scores are finite for finite weights short of overflowing; ties are broken by docid, so
+the output is deterministic.
 """
 from __future__ import annotations
 
@@ -27,20 +43,34 @@ METHODS = NORMALISATIONS + ("rrf",)
 RRF_K = 60
 
 
+def _unit_scaled(scores: list[float]) -> list[float]:
+    """``scores`` divided by the power of two that brings the largest magnitude into [0.5, 1).
+
+    Dividing by a power of two is exact (but for scores 2^1000 times smaller than the largest),
+    so normalised values are unchanged, while differences, sums and squares of the scaled scores
+    can no longer overflow (scores near 1e308) or underflow (all scores near 1e-308)."""
+    exponent = math.frexp(max(abs(score) for score in scores))[1]
+    return [math.ldexp(score, -exponent) for score in scores]
+
+
 def normalise(ranking: list[tuple[str, float]], method: str) -> dict[str, float]:
     """One query's scores, normalised per ``method`` (``minmax`` or ``zscore``)."""
+    if method not in NORMALISATIONS:
+        raise InputError(f"unknown normalisation {method!r} (known: {', '.join(NORMALISATIONS)})")
     if not ranking:
         return {}
-    scores = [score for _, score in ranking]
+    scores = _unit_scaled([score for _, score in ranking])
+    low, high = min(scores), max(scores)
+    if low == high:  # constant scores: checked here, as a computed std need not come out 0
+        return {doc: 1.0 if method == "minmax" else 0.0 for doc, _ in ranking}
+    # offsets from the minimum do not change when the scores are shifted (where the subtraction is
+    # exact), and mean and std of offsets suffer no cancellation from a large common part
+    offsets = [score - low for score in scores]
     if method == "minmax":
-        low, high = min(scores), max(scores)
-        span = high - low
-        return {doc: (score - low) / span if span > 0 else 1.0 for doc, score in ranking}
-    if method == "zscore":
-        mean = sum(scores) / len(scores)
-        std = math.sqrt(sum((s - mean) ** 2 for s in scores) / len(scores))
-        return {doc: (score - mean) / std if std > 0 else 0.0 for doc, score in ranking}
-    raise InputError(f"unknown normalisation {method!r} (known: {', '.join(NORMALISATIONS)})")
+        return {doc: offset / (high - low) for (doc, _), offset in zip(ranking, offsets)}
+    mean = math.fsum(offsets) / len(offsets)
+    std = math.sqrt(math.fsum((offset - mean) ** 2 for offset in offsets) / len(offsets))
+    return {doc: (offset - mean) / std for (doc, _), offset in zip(ranking, offsets)}
 
 
 def sort_ranking(scores: dict[str, float], depth: int | None = None) -> list[tuple[str, float]]:
@@ -73,6 +103,10 @@ def fuse(runs: Sequence[Run], weights: Sequence[float] | None = None, method: st
     weights = list(weights) if weights is not None else [1.0 / len(runs)] * len(runs)
     if len(weights) != len(runs):
         raise InputError(f"{len(weights)} weights for {len(runs)} runs: give one weight per run")
+    if not all(math.isfinite(weight) for weight in weights):
+        raise InputError(f"weights must be finite numbers, got {', '.join(map(str, weights))}")
+    if method == "rrf" and not 0 <= rrf_k < math.inf:
+        raise InputError(f"rrf k must be a finite number >= 0, got {rrf_k}")
     names = list(names) if names is not None else [f"run {i + 1}" for i in range(len(runs))]
     queries, _ = common_queries(runs, names)
     fused: Run = {}
@@ -80,7 +114,7 @@ def fuse(runs: Sequence[Run], weights: Sequence[float] | None = None, method: st
         parts = [(weight, *_contributions(run[qid], method, rrf_k))
                  for run, weight in zip(runs, weights) if run.get(qid)]
         documents = dict.fromkeys(doc for _, values, _ in parts for doc in values)
-        totals = {doc: sum(weight * values.get(doc, floor) for weight, values, floor in parts)
+        totals = {doc: math.fsum(weight * values.get(doc, floor) for weight, values, floor in parts)
                   for doc in documents}
         fused[qid] = sort_ranking(totals, depth)
     return fused

@@ -8,11 +8,22 @@ seeded generator so a run is reproducible and resumable.
 from __future__ import annotations
 
 import random
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.cli import warn
-from ..core.readers import InputError, parse_number, read_corpus, read_qrels_rows, read_queries, read_rows, read_run
+from ..core.readers import (
+    InputError,
+    check_unique,
+    parse_number,
+    read_corpus,
+    read_qrels_rows,
+    read_queries,
+    read_rows,
+    read_run,
+    text_lines,
+)
 
 
 @dataclass
@@ -27,16 +38,20 @@ class Batch:
 
 def read_teacher(path: str) -> dict[str, dict[str, float]]:
     """Teacher scores as {qid: {docid: score}}, from ``qid docid score`` lines or from a TREC run
-    (``qid Q0 docid rank score tag``: e.g. a re-ranked, fused run of the training queries)."""
+    (``qid Q0 docid rank score tag``: e.g. a re-ranked, fused run of the training queries).
+    Scores must be finite and a (query, document) pair may appear once."""
     if not Path(path).is_file():
         raise InputError(f"{path}: no such file")
-    with open(path, encoding="utf-8") as handle:
-        width = next((len(line.split()) for line in handle if line.strip()), 3)
+    with closing(text_lines(Path(path))) as lines:
+        width = next((len(line.split()) for _, line in lines if line.strip()), 3)
     if width == 6:
         return {qid: dict(ranking) for qid, ranking in read_run(path).items()}
     scores: dict[str, dict[str, float]] = {}
-    for line_no, f in read_rows(path, "qid docid score"):
-        scores.setdefault(f[0], {})[f[1]] = parse_number(path, line_no, "score", f[2])
+    seen: dict[tuple[str, str], int] = {}
+    for line_no, (qid, docid, score) in read_rows(path, "qid docid score"):
+        check_unique(seen, (qid, docid), line_no, f"{path}:{line_no}",
+                     f"document {docid!r} has two scores for query {qid!r}")
+        scores.setdefault(qid, {})[docid] = parse_number(path, line_no, "score", score)
     return scores
 
 
