@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shlex
+import string
 import subprocess
 import sys
 import time
@@ -51,6 +52,7 @@ SCHEMA = {
                "example": "{value: 247.0, tolerance: 1.0} or {at_most: 3200000}"},
 }
 RESERVED_RUN = "efficiency"  # the JSON line's key for the efficiency figures
+PLACEHOLDERS = ("data", "work", "threads")  # substituted in qrels, steps, runs and efficiency files
 
 
 def _is_number(value) -> bool:
@@ -111,9 +113,25 @@ def _validate(value, kind: str, where: str) -> None:
         _validate(item, allowed[key], _join(where, key))
 
 
+def _templates(spec: dict):
+    """(where, text) of every string that gets PLACEHOLDERS substituted."""
+    yield "qrels", spec["qrels"]
+    yield from ((f"steps[{number}]", step) for number, step in enumerate(spec["steps"], start=1))
+    yield from ((f"runs.{run}", path) for run, path in spec["runs"].items())
+    yield from ((f"efficiency.{name}.file", entry["file"]) for name, entry in spec.get("efficiency", {}).items())
+
+
 def _check_references(spec: dict) -> None:
-    """What the schema cannot say: steps name a tool, runs and expectations match one to one, and
-    margins name other listed runs."""
+    """What the schema cannot say: placeholders are known, steps name a tool, runs and expectations
+    match one to one, and margins name other listed runs."""
+    for where, text in _templates(spec):
+        try:
+            fields = {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
+        except ValueError as err:
+            raise _Refused(where, f"{text!r}: {err}") from None
+        if fields - set(PLACEHOLDERS):
+            raise _Refused(where, f"unknown placeholder {{{sorted(fields - set(PLACEHOLDERS))[0]}}} "
+                                  f"(known: {', '.join('{' + name + '}' for name in PLACEHOLDERS)})")
     for number, step in enumerate(spec["steps"], start=1):
         try:
             words = shlex.split(step)
@@ -271,7 +289,7 @@ def regress(path: str, data_root: Path, work: Path, threads: int) -> tuple[dict,
     data = data_root / spec["collection"]
     if not data.is_dir():
         raise InputError(f"collection folder {data} not found (set --data-root)")
-    variables = {"data": str(data), "work": str(work), "threads": str(threads)}
+    variables = dict(zip(PLACEHOLDERS, (str(data), str(work), str(threads))))
     log_dir = work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     print(f"regression {spec['name']}: {len(spec['steps'])} steps in {work}", file=sys.stderr)
@@ -292,8 +310,8 @@ def regress(path: str, data_root: Path, work: Path, threads: int) -> tuple[dict,
 
 
 def report(measured: dict, misses: list[str]) -> int:
-    """Print each missed expectation on stderr and the measured metrics as one JSON line (the last
-    line of the output); the exit status: 1 when an expectation was missed."""
+    """Print each missed expectation on stderr and the measured metrics (and efficiency figures) as
+    one JSON line (the last line of the output); the exit status: 1 when an expectation was missed."""
     for miss in misses:
         print(f"MISS {miss}", file=sys.stderr)
     print(json.dumps(measured, sort_keys=True))
