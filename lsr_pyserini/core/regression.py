@@ -245,7 +245,8 @@ def check_expectations(spec: dict, measured: dict) -> list[str]:
 def read_efficiency(path: str) -> dict[str, float]:
     """The figures of EFFICIENCY_FIGURES found in the one object `evaluate --index/--store --json` wrote."""
     if not os.path.isfile(path):
-        raise InputError(f"{path}: no such efficiency file (written by a step `evaluate --index/--store ... --json FILE`)")
+        raise InputError(f"{path}: no such efficiency file "
+                         f"(written by a step `evaluate --index/--store ... --json FILE`)")
     try:
         rows = json.loads(Path(path).read_text())
     except json.JSONDecodeError as err:
