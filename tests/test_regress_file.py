@@ -193,7 +193,7 @@ def tiny_collection(tmp_path) -> Path:
     return data
 
 
-def run_regression(data: Path, expected: dict, efficiency: dict):
+def run_regression(data: Path, expected: dict, efficiency: dict, work: str):
     spec = {"collection": data.name, "qrels": "{data}/qrels.test.trec",
             "steps": ["fuse --run {data}/run.good.txt --run {data}/run.bad.txt --weight 0.7 --weight 0.3 "
                       "--output {work}/run.fused.txt",
@@ -203,7 +203,7 @@ def run_regression(data: Path, expected: dict, efficiency: dict):
             "efficiency": {"store": {"file": "{work}/efficiency.json", "expected": efficiency}}}
     path = data.parent.parent / "tiny.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    result = run_tool("regress", path, "--data-root", data.parent, "--work", data.parent.parent / "work")
+    result = run_tool("regress", path, "--data-root", data.parent, "--work", data.parent.parent / work)
     return result, json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -214,13 +214,13 @@ def test_regress_checks_margins_and_efficiency_end_to_end(tiny_collection):
          "bad": {"ndcg_cut_10": {"at_least": 0.6}},
          "fused": {"ndcg_cut_10": {"at_least": 0.9, "above": {"bad": 0.3}}}},
         {"store_bytes_per_document": {"value": 100.0, "tolerance": 0}, "store_documents": {"value": 4},
-         "store_size_bytes": {"at_most": 400}})
+         "store_size_bytes": {"at_most": 400}}, work="pass")
     assert result.returncode == 0 and "MISS" not in result.stderr, result.stderr
     assert measured["bad"]["ndcg_cut_10"] == 0.6309 and measured["fused"]["ndcg_cut_10"] == 1.0
     assert measured["efficiency"] == {"store": {"store_bytes_per_document": 100.0, "store_documents": 4,
                                                 "store_size_bytes": 400}}
     assert "store_bytes_per_document  100       100 +/- 0" in result.stdout  # the efficiency table
-    written = json.loads((tiny_collection.parent.parent / "work" / "efficiency.json").read_text())[0]
+    written = json.loads((tiny_collection.parent.parent / "pass" / "efficiency.json").read_text())[0]
     figures = {key for key, _ in EFFICIENCY_FIGURES}
     assert {key for key, value in written.items() if not isinstance(value, str)} <= figures
 
@@ -229,7 +229,7 @@ def test_regress_checks_margins_and_efficiency_end_to_end(tiny_collection):
         {"good": {"ndcg_cut_10": {"value": 1.0, "above": {"fused": 0.01}}},
          "bad": {"ndcg_cut_10": {"at_least": 0.6}},
          "fused": {"ndcg_cut_10": {"at_least": 0.9, "above": {"bad": 0.4}}}},
-        {"store_size_bytes": {"at_most": 399}, "store_documents": {"at_least": 5}, "flops": {"at_most": 1}})
+        {"store_size_bytes": {"at_most": 399}, "store_documents": {"at_least": 5}, "flops": {"at_most": 1}}, work="miss")
     assert result.returncode == 1
     assert [line for line in result.stderr.splitlines() if line.startswith("MISS")] == [
         "MISS good: ndcg_cut_10 = 1, expected >= fused's 1 + 0.01 = 1.01",
