@@ -2,7 +2,7 @@
 
     python -m lsr_pyserini.evaluate --qrels QRELS --run RUN [--run [NAME=]RUN ...] [--csv F] [--json F]
     python -m lsr_pyserini.evaluate --index DIR [--queries QUERIES.tsv] [--json F]
-    python -m lsr_pyserini.evaluate [--index DIR] --store SPARSEEMBED_STORE --queries QUERIES.tsv
+    python -m lsr_pyserini.evaluate [--index DIR] --store STORE [--queries QUERIES.tsv] [--json F]
 
 Effectiveness: nDCG@10, MRR@10, R@100 and R@1000 computed by the trec_eval that ships in
 Pyserini's Anserini jar (the numbers `pyserini.eval.trec_eval -c` prints), one row per run, with a
@@ -12,7 +12,11 @@ queries, a query missing from a run counting 0, as `-c` does).
 Efficiency: index size on disk, documents, unique terms, average non-zero terms per document
 (sum of document frequencies / documents) and, given the generated query file, per query, and the
 expected FLOPS per query-document pair as SPLADE defines it: sum over terms of p_q(t) * p_d(t),
-with p_d(t) = df(t) / documents and p_q(t) the fraction of queries that contain t.
+with p_d(t) = df(t) / documents and p_q(t) the fraction of queries that contain t. For a store
+(`--store`, any kind: dense, SparseEmbed, token or code, TILDE): its size on disk, its documents
+(lines of its docids.txt) and bytes per document; for a SparseEmbed store with --queries also
+SparseEmbed's TERMS and FLOPS. `regress` checks these figures (the JSON keys) in a file's
+`efficiency` section.
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import argparse
 import csv
 import io
 import json
+from pathlib import Path
 
 from .core.cli import fail, run_main
 from .core.evaluation import (
@@ -35,17 +40,23 @@ from .core.evaluation import (
 from .core.outputs import CSV_TABLE, JSON_TABLE, claim_output
 
 
-def store_statistics(store_dir: str, queries_path: str) -> dict:
-    """SparseEmbed's efficiency: TERMS, the expected terms a query and a document share (over the
-    store's activated document terms), and FLOPS = TERMS x H' (multiply-adds per pair)."""
-    from .stores.sparseembed import SparseEmbedStore
+def store_statistics(store_dir: str, queries_path: str | None) -> dict:
+    """Any store: its size on disk and bytes per document. A SparseEmbed store with the generated
+    queries also: TERMS, the expected terms a query and a document share (over the store's activated
+    document terms), and FLOPS = TERMS x H' (multiply-adds per pair)."""
+    from .stores.base import store_size
+    from .stores.sparseembed import META_FILE, SparseEmbedStore
 
-    store = SparseEmbedStore(store_dir)
-    queries, query_df = query_frequencies(queries_path)
-    terms = expected_overlap(query_df, queries, store.document_frequencies(), len(store.docids))
-    return {"store": store_dir, "store_size_bytes": store.size_bytes(), "dim": store.dim,
-            "avg_terms_per_document": round(len(store.terms) / max(len(store.docids), 1), 2),
-            "terms": round(terms, 4), "sparseembed_flops": round(terms * store.dim, 4)}
+    size, documents = store_size(store_dir)
+    stats = {"store": store_dir, "store_size_bytes": size, "store_documents": documents,
+             "store_bytes_per_document": round(size / max(documents, 1), 1)}
+    if queries_path and (Path(store_dir) / META_FILE).is_file():
+        store = SparseEmbedStore(store_dir)
+        queries, query_df = query_frequencies(queries_path)
+        terms = expected_overlap(query_df, queries, store.document_frequencies(), len(store.docids))
+        stats.update({"dim": store.dim, "terms": round(terms, 4), "sparseembed_flops": round(terms * store.dim, 4),
+                      "avg_terms_per_document": round(len(store.terms) / max(len(store.docids), 1), 2)})
+    return stats
 
 
 def claim_tables(args) -> tuple:
@@ -72,8 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run", action="append", default=[], metavar="[NAME=]RUN",
                         help="TREC run file; repeat for several (the first is the significance baseline)")
     parser.add_argument("--index", help="Lucene index folder: report efficiency figures instead")
-    parser.add_argument("--queries", help="with --index: the generated query TSV, for per-query figures and FLOPS")
-    parser.add_argument("--store", help="with --queries: a SparseEmbed store, for its TERMS and FLOPS (TERMS x H')")
+    parser.add_argument("--queries", help="the generated query TSV: per-query figures and FLOPS of --index, "
+                                          "TERMS and FLOPS of a SparseEmbed --store")
+    parser.add_argument("--store", help="a store folder (dense, SparseEmbed, token or code, TILDE): its size "
+                                        "and bytes per document; see --queries")
     parser.add_argument("--csv", help="also write the table as CSV")
     parser.add_argument("--json", help="also write the table as JSON")
     parser.add_argument("--overwrite", action="store_true",
@@ -83,8 +96,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.store and not args.queries:
-        fail("--store needs --queries (the generated query TSV)")
     tables = claim_tables(args)
     if args.index or args.store:
         stats = index_statistics(args.index, args.queries) if args.index else {}

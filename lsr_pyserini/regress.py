@@ -4,23 +4,51 @@
 
 A regression file names a collection (a folder under the data root in the layout of
 `../shared/data`: corpus.jsonl.gz, queries.<split>.tsv, qrels.<split>.trec), a list of steps, the
-runs to evaluate, and the expected metrics with tolerances:
+runs to evaluate, the expected metrics and, optionally, expected efficiency figures:
 
+    name: splade-tiny-fine-tuning        # optional (default: the file's name)
     collection: scifact
     qrels: "{data}/qrels.test.trec"
     steps:
       - encode corpus --encoder splade-tiny --input {data}/corpus.jsonl.gz --output {work}/vectors
       - lucene index --collection JsonVectorCollection --input {work}/vectors --index {work}/index ...
+      - evaluate --index {work}/index --queries {work}/queries.tsv --json {work}/efficiency.json
+      - ...
     runs:
       splade-tiny: "{work}/run.splade-tiny.txt"
+      splade-tiny-ft: "{work}/run.splade-tiny-ft.txt"
     expected:
       splade-tiny:
         ndcg_cut_10: {value: 0.6436, tolerance: 0.002}
+      splade-tiny-ft:
+        ndcg_cut_10: {value: 0.6685, tolerance: 0.005, above: {splade-tiny: 0.02}}
+        recall_100: {at_least: 0.90}
+    efficiency:
+      splade-tiny:                       # a free name
+        file: "{work}/efficiency.json"   # what that `evaluate --json` step wrote
+        expected:
+          avg_nonzeros_per_document: {value: 247.0, tolerance: 1.0}
+          size_bytes: {at_most: 3300000}
 
 Each step is `TOOL ARGS` and runs as `python -m lsr_pyserini.TOOL ARGS` in a subprocess, with
-{data} (the collection folder), {work} (the scratch folder) and {threads} substituted. The command
-prints a table, then the measured metrics as one JSON object on its last line, and exits 1 when a
-metric misses its expectation (|measured - value| > tolerance).
+{data} (the collection folder), {work} (the scratch folder) and {threads} substituted.
+
+A metric expectation is {value: V, tolerance: T} (|measured - V| <= T; T defaults to 0) or
+{at_least: V} (measured >= V), either with an optional margin over other runs, above: {RUN: M, ...}
+(measured >= that run's measured value of the same metric + M; M may be negative). Every run under
+`runs` needs at least one expectation, and expectations and margins may name only runs listed there.
+An efficiency figure is {value: V, tolerance: T}, {at_least: V} or {at_most: V}, read from the JSON
+file an `evaluate --index DIR [--queries Q] [--store STORE] --json FILE` step wrote (see
+`python -m lsr_pyserini.evaluate --help`); the names are the keys it writes (listed below).
+
+The file is checked before any step runs: an unknown key, an empty or missing `expected`, a metric
+or figure name not listed below, a bare number where a mapping belongs, a negative tolerance, or a
+step that is not a string naming a tool is refused with one line naming the file and the key (exit
+status 2). The command prints the metrics table (and the efficiency figures), then each missed
+expectation on a MISS line and, last, the measured values as one JSON object,
+{RUN: {METRIC: value}, ..., "efficiency": {NAME: {FIGURE: value}}} (the "efficiency" key only when
+the file has that section; no run may be called "efficiency"); it exits 1 when a value misses its
+expectation.
 """
 from __future__ import annotations
 
@@ -32,12 +60,15 @@ import tempfile
 from pathlib import Path
 
 from .core.cli import run_main
+from .core.evaluation import EFFICIENCY_FIGURES, METRICS
 from .core.options import positive_int
 from .core.regression import default_data_root, regress, report
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.regress", description=__doc__,
+    names = "metrics: " + ", ".join(key for key, _ in METRICS) + "\nefficiency figures:\n" + "\n".join(
+        f"  {key:<26} {what}" for key, what in EFFICIENCY_FIGURES)
+    parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.regress", description=__doc__, epilog=names,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("regression", help="regression YAML file (e.g. eval/regressions/scifact-bm25.yaml)")
     parser.add_argument("--data-root", type=Path, default=None,

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from conftest import error_lines, run_tool
-from lsr_pyserini.core.evaluation import effectiveness, paired_p_value
+from lsr_pyserini.core.evaluation import EFFICIENCY_FIGURES, effectiveness, paired_p_value
 
 
 @pytest.fixture()
@@ -78,3 +78,5 @@ def test_index_efficiency_figures(tmp_path):
     # p_q(a) p_d(a) + p_q(b) p_d(b) + p_q(c) p_d(c) = .5 * 1 + .5 * .5 + .5 * .5
     assert stats["flops"] == pytest.approx(1.0)
     assert stats["size_bytes"] > 0
+    # regress can check every figure written
+    assert {key for key, value in stats.items() if not isinstance(value, str)} <= {key for key, _ in EFFICIENCY_FIGURES}

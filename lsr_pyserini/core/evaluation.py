@@ -15,6 +15,19 @@ from .readers import read_qrels, read_queries, read_run
 
 # (key in JSON/CSV, label on screen)
 METRICS = [("ndcg_cut_10", "nDCG@10"), ("mrr_10", "MRR@10"), ("recall_100", "R@100"), ("recall_1000", "R@1000")]
+# The numeric figures `evaluate --index/--store --json` writes (key, what it is): what regress can check
+EFFICIENCY_FIGURES = [
+    ("size_bytes", "index size on disk, bytes"), ("size_mib", "index size on disk, MiB"),
+    ("documents", "documents in the index"), ("unique_terms", "distinct terms in the index"),
+    ("postings", "postings (sum of document frequencies)"),
+    ("avg_nonzeros_per_document", "non-zero terms per document"),
+    ("queries", "queries in --queries"), ("avg_nonzeros_per_query", "non-zero terms per query"),
+    ("flops", "expected FLOPS per query-document pair"),
+    ("store_size_bytes", "--store folder's size on disk, bytes"), ("store_documents", "documents in --store"),
+    ("store_bytes_per_document", "--store bytes per document"),
+    ("dim", "SparseEmbed embedding size H'"), ("avg_terms_per_document", "SparseEmbed terms per document"),
+    ("terms", "SparseEmbed TERMS"), ("sparseembed_flops", "SparseEmbed FLOPS (TERMS x H')"),
+]
 SIGNIFICANCE_LEVEL = 0.05
 
 

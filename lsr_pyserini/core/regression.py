@@ -4,8 +4,10 @@ The file format is described in `python -m lsr_pyserini.regress --help`."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
+import string
 import subprocess
 import sys
 import time
@@ -14,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from .errors import InputError
-from .evaluation import METRICS, evaluate_run, format_table
+from .evaluation import EFFICIENCY_FIGURES, METRICS, evaluate_run, format_table
 
 TOOLS = ("encode", "prepare", "expand", "lucene", "evaluate", "rerank", "fuse", "search_dense", "train", "bm25aug", "ssr")
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -25,22 +27,149 @@ def default_data_root() -> Path:
     return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
 
 
+# The regression file's schema, written once. A closed mapping ("keys") names its keys and the kind
+# of each value, the keys it requires, the keys of which exactly one must be given ("one_of") and
+# keys that need another ("needs"); an open mapping ("each") has free keys (or keys from "names")
+# that share one kind of value; a list ("items") holds values of one kind. No mapping or list may
+# be empty. The leaves (text, number, tolerance) are checked by LEAVES.
+SCHEMA = {
+    "file": {"keys": {"name": "text", "collection": "text", "qrels": "text", "steps": "steps", "runs": "runs",
+                      "expected": "expected", "efficiency": "efficiency"},
+             "required": ("collection", "qrels", "steps", "runs", "expected")},
+    "steps": {"items": "text"},
+    "runs": {"each": "text"},
+    "expected": {"each": "metrics"},
+    "metrics": {"each": "metric", "names": [key for key, _ in METRICS], "what": "metric"},
+    "metric": {"keys": {"value": "number", "tolerance": "tolerance", "at_least": "number", "above": "margins"},
+               "one_of": ("value", "at_least"), "needs": {"tolerance": "value"},
+               "example": "{value: 0.6436, tolerance: 0.002} or {at_least: 0.6, above: {bm25: 0.01}}"},
+    "margins": {"each": "number"},
+    "efficiency": {"each": "efficiency_file"},
+    "efficiency_file": {"keys": {"file": "text", "expected": "figures"}, "required": ("file", "expected")},
+    "figures": {"each": "figure", "names": [key for key, _ in EFFICIENCY_FIGURES], "what": "efficiency figure"},
+    "figure": {"keys": {"value": "number", "tolerance": "tolerance", "at_least": "number", "at_most": "number"},
+               "one_of": ("value", "at_least", "at_most"), "needs": {"tolerance": "value"},
+               "example": "{value: 247.0, tolerance: 1.0} or {at_most: 3200000}"},
+}
+RESERVED_RUN = "efficiency"  # the JSON line's key for the efficiency figures
+PLACEHOLDERS = ("data", "work", "threads")  # substituted in qrels, steps, runs and efficiency files
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+LEAVES = {"text": ("a string", lambda value: isinstance(value, str)),
+          "number": ("a number", _is_number),
+          "tolerance": ("a non-negative number", lambda value: _is_number(value) and value >= 0)}
+
+
+class _Refused(Exception):
+    def __init__(self, where: str, what: str):
+        super().__init__(f"{where}: {what}" if where else what)
+
+
+def _join(where: str, key) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+def _validate(value, kind: str, where: str) -> None:
+    """Refuse (one _Refused naming the key) the first place where `value` is not of `kind`."""
+    if kind in LEAVES:
+        description, accepts = LEAVES[kind]
+        if not accepts(value):
+            raise _Refused(where, f"must be {description}, not {value!r}")
+        return
+    rule = SCHEMA[kind]
+    if "items" in rule:
+        if not isinstance(value, list) or not value:
+            raise _Refused(where, f"must be a non-empty list, not {value!r}")
+        for number, item in enumerate(value, start=1):
+            _validate(item, rule["items"], f"{where}[{number}]")
+        return
+    if not isinstance(value, dict) or not value:
+        example = f" such as {rule['example']}" if "example" in rule else ""
+        raise _Refused(where, f"must be a non-empty mapping{example}, not {value!r}")
+    if "each" in rule:
+        for key, item in value.items():
+            if not isinstance(key, str) or ("names" in rule and key not in rule["names"]):
+                known = f" (known: {', '.join(rule['names'])})" if "names" in rule else ""
+                raise _Refused(where, f"unknown {rule.get('what', 'name')} {key!r}{known}")
+            _validate(item, rule["each"], _join(where, key))
+        return
+    allowed = rule["keys"]
+    for key in value:
+        if key not in allowed:
+            raise _Refused(where, f"unknown key {key!r} (allowed: {', '.join(allowed)})")
+    for key in rule.get("required", ()):
+        if key not in value:
+            raise _Refused(where, f"missing required key {key!r}")
+    if "one_of" in rule and sum(key in value for key in rule["one_of"]) != 1:
+        raise _Refused(where, f"give exactly one of {', '.join(rule['one_of'])}")
+    for key, needed in rule.get("needs", {}).items():
+        if key in value and needed not in value:
+            raise _Refused(_join(where, key), f"needs {needed!r}")
+    for key, item in value.items():
+        _validate(item, allowed[key], _join(where, key))
+
+
+def _templates(spec: dict):
+    """(where, text) of every string that gets PLACEHOLDERS substituted."""
+    yield "qrels", spec["qrels"]
+    yield from ((f"steps[{number}]", step) for number, step in enumerate(spec["steps"], start=1))
+    yield from ((f"runs.{run}", path) for run, path in spec["runs"].items())
+    yield from ((f"efficiency.{name}.file", entry["file"]) for name, entry in spec.get("efficiency", {}).items())
+
+
+def _check_references(spec: dict) -> None:
+    """What the schema cannot say: placeholders are known, steps name a tool, runs and expectations
+    match one to one, and margins name other listed runs."""
+    for where, text in _templates(spec):
+        try:
+            fields = {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
+        except ValueError as err:
+            raise _Refused(where, f"{text!r}: {err}") from None
+        if fields - set(PLACEHOLDERS):
+            raise _Refused(where, f"unknown placeholder {{{sorted(fields - set(PLACEHOLDERS))[0]}}} "
+                                  f"(known: {', '.join('{' + name + '}' for name in PLACEHOLDERS)})")
+    for number, step in enumerate(spec["steps"], start=1):
+        try:
+            words = shlex.split(step)
+        except ValueError as err:
+            raise _Refused(f"steps[{number}]", f"{step!r}: {err}") from None
+        if not words or words[0] not in TOOLS:
+            raise _Refused(f"steps[{number}]", f"{step!r} must start with one of {', '.join(TOOLS)}")
+    runs, expected = spec["runs"], spec["expected"]
+    if RESERVED_RUN in runs:
+        raise _Refused(f"runs.{RESERVED_RUN}", "reserved name (the JSON line's key for efficiency figures)")
+    for run in runs:
+        if run not in expected:
+            raise _Refused(f"runs.{run}", "has no expectations under expected")
+    for run, metrics in expected.items():
+        if run not in runs:
+            raise _Refused(f"expected.{run}", "is not a run listed under runs")
+        for metric, expectation in metrics.items():
+            for other in expectation.get("above", {}):
+                if other not in runs or other == run:
+                    raise _Refused(f"expected.{run}.{metric}.above.{other}",
+                                   "is the run itself" if other == run else "is not a run listed under runs")
+
+
 def load_regression(path: str) -> dict:
+    """The regression file, checked against SCHEMA; InputError naming the file and the key."""
     file = Path(path)
     if not file.is_file():
         raise InputError(f"{path}: no such regression file")
     try:
         spec = yaml.safe_load(file.read_text())
     except yaml.YAMLError as err:
-        raise InputError(f"{path}: malformed YAML ({err})") from None
-    for key in ("collection", "qrels", "steps", "runs"):
-        if not isinstance(spec, dict) or key not in spec:
-            raise InputError(f"{path}: missing required key {key!r}")
+        raise InputError(f"{path}: malformed YAML ({' '.join(str(err).split())})") from None
+    try:
+        _validate(spec, "file", "")
+        _check_references(spec)
+    except _Refused as refused:
+        raise InputError(f"{path}: {refused}") from None
     spec.setdefault("name", file.stem)
-    spec.setdefault("expected", {})
-    unknown = set(spec["expected"]) - set(spec["runs"])
-    if unknown:
-        raise InputError(f"{path}: expectations for runs that are not listed under runs: {', '.join(sorted(unknown))}")
     return spec
 
 
@@ -53,9 +182,7 @@ def substitute(template: str, variables: dict[str, str]) -> str:
 
 
 def run_step(index: int, step: str, variables: dict[str, str], log_dir: Path) -> float:
-    words = shlex.split(substitute(step, variables))
-    if not words or words[0] not in TOOLS:
-        raise InputError(f"step {index}: {step!r} must start with one of {', '.join(TOOLS)}")
+    words = shlex.split(substitute(step, variables))  # the first word, a tool, was checked on loading
     command = [sys.executable, "-m", f"lsr_pyserini.{words[0]}", *words[1:]]
     log = log_dir / f"step-{index:02d}-{words[0]}.log"
     print(f"[{index}] {' '.join(shlex.quote(w) for w in words)}", file=sys.stderr, flush=True)
@@ -72,52 +199,120 @@ def run_step(index: int, step: str, variables: dict[str, str], log_dir: Path) ->
     return elapsed
 
 
-def check_expectations(spec: dict, measured: dict[str, dict[str, float]]) -> list[str]:
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
+
+
+def _ranges(expectation: dict, baselines: dict[str, float]) -> list[tuple[float, float, str]]:
+    """The ranges (low, high, as the file states it) a measured value must fall in; `baselines`:
+    the same metric measured in each run named under `above`."""
+    ranges = []
+    if "value" in expectation:
+        value, tolerance = expectation["value"], expectation.get("tolerance", 0.0)
+        ranges.append((value - tolerance, value + tolerance, f"{_number(value)} +/- {_number(tolerance)}"))
+    if "at_least" in expectation:
+        ranges.append((expectation["at_least"], math.inf, f">= {_number(expectation['at_least'])}"))
+    if "at_most" in expectation:
+        ranges.append((-math.inf, expectation["at_most"], f"<= {_number(expectation['at_most'])}"))
+    for run, margin in expectation.get("above", {}).items():
+        floor = baselines[run] + margin
+        ranges.append((floor, math.inf, f">= {run}'s {_number(baselines[run])} + {_number(margin)} = {_number(floor)}"))
+    return ranges
+
+
+def _misses(label: str, got: float | None, expectation: dict, baselines: dict[str, float]) -> list[str]:
+    if got is None:
+        return [f"{label} was not measured"]
+    return [f"{label} = {_number(got)}, expected {stated}"
+            for low, high, stated in _ranges(expectation, baselines) if not low - 1e-9 <= got <= high + 1e-9]
+
+
+def check_expectations(spec: dict, measured: dict) -> list[str]:
+    """Every missed expectation, one line each: metrics (values, floors, margins over other runs)
+    and efficiency figures (`measured[RESERVED_RUN]`)."""
     misses = []
     for run, metrics in spec["expected"].items():
         for metric, expectation in metrics.items():
-            if metric not in measured.get(run, {}):
-                misses.append(f"{run}: metric {metric} was not measured")
-                continue
-            value, tolerance = float(expectation["value"]), float(expectation.get("tolerance", 0.0))
-            got = measured[run][metric]
-            if abs(got - value) > tolerance + 1e-9:
-                misses.append(f"{run}: {metric} = {got:.4f}, expected {value:.4f} +/- {tolerance}")
+            baselines = {other: measured[other][metric] for other in expectation.get("above", {})}
+            misses += _misses(f"{run}: {metric}", measured[run].get(metric), expectation, baselines)
+    for name, entry in spec.get("efficiency", {}).items():
+        figures = measured[RESERVED_RUN][name]
+        for figure, expectation in entry["expected"].items():
+            misses += _misses(f"{name}: {figure}", figures.get(figure), expectation, {})
     return misses
 
 
+def read_efficiency(path: str) -> dict[str, float]:
+    """The figures of EFFICIENCY_FIGURES found in the one object `evaluate --index/--store --json` wrote."""
+    if not os.path.isfile(path):
+        raise InputError(f"{path}: no such efficiency file "
+                         f"(written by a step `evaluate --index/--store ... --json FILE`)")
+    try:
+        rows = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: malformed JSON ({err.msg})") from None
+    if not (isinstance(rows, list) and len(rows) == 1 and isinstance(rows[0], dict)):
+        raise InputError(f"{path}: not the one object `evaluate --index/--store --json` writes")
+    names = {key for key, _ in EFFICIENCY_FIGURES}
+    return {key: value for key, value in rows[0].items() if key in names and _is_number(value)}
+
+
+def _metrics_table(spec: dict, measured: dict) -> str:
+    """Each run's metrics beside the value (or floor, >=) the file expects."""
+    rows = []
+    for name in spec["runs"]:
+        row = {"run": name, **measured[name]}
+        for key, _ in METRICS:
+            expectation = spec["expected"][name].get(key, {})
+            row[f"expected_{key}"] = (f"{expectation['value']:.4f}" if "value" in expectation else
+                                      f">={expectation['at_least']:.4f}" if "at_least" in expectation else "-")
+        rows.append(row)
+    columns = [("run", "run")] + [c for key, label in METRICS
+                                  for c in ((key, label), (f"expected_{key}", "expected"))]
+    return format_table(rows, columns)
+
+
+def _efficiency_table(spec: dict, efficiency: dict) -> str:
+    """Every figure read from each efficiency file beside what the file expects of it."""
+    rows = []
+    for name, entry in spec["efficiency"].items():
+        for figure, value in efficiency[name].items():
+            expectation = entry["expected"].get(figure)
+            stated = ", ".join(text for _, _, text in _ranges(expectation, {})) if expectation else "-"
+            rows.append({"efficiency": name, "figure": figure, "measured": _number(value), "expected": stated})
+    return format_table(rows, [(key, key) for key in ("efficiency", "figure", "measured", "expected")])
+
+
 def regress(path: str, data_root: Path, work: Path, threads: int) -> tuple[dict, list[str]]:
+    """Run the file's steps, measure its runs (and efficiency files), print the tables; returns
+    ({run: {metric: value}, "efficiency": {name: {figure: value}}}, misses)."""
     spec = load_regression(path)
     data = data_root / spec["collection"]
     if not data.is_dir():
         raise InputError(f"collection folder {data} not found (set --data-root)")
-    variables = {"data": str(data), "work": str(work), "threads": str(threads)}
+    variables = dict(zip(PLACEHOLDERS, (str(data), str(work), str(threads))))
     log_dir = work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     print(f"regression {spec['name']}: {len(spec['steps'])} steps in {work}", file=sys.stderr)
     for index, step in enumerate(spec["steps"], start=1):
         run_step(index, step, variables, log_dir)
     qrels = substitute(spec["qrels"], variables)
-    measured = {}
+    measured: dict = {}
     for name, run in spec["runs"].items():
         values = evaluate_run(qrels, substitute(run, variables))
         measured[name] = {key: round(values.get(key, {}).get("all", 0.0), 4) for key, _ in METRICS}
-    rows = []
-    for name, metrics in measured.items():
-        row = {"run": name, **metrics}
-        for key, _ in METRICS:
-            expectation = spec["expected"].get(name, {}).get(key)
-            row[f"expected_{key}"] = f"{expectation['value']:.4f}" if expectation else "-"
-        rows.append(row)
-    columns = [("run", "run")] + [c for key, label in METRICS
-                                  for c in ((key, label), (f"expected_{key}", "expected"))]
-    print(format_table(rows, columns))
+    print(_metrics_table(spec, measured))
+    if "efficiency" in spec:
+        measured[RESERVED_RUN] = {name: read_efficiency(substitute(entry["file"], variables))
+                                  for name, entry in spec["efficiency"].items()}
+        print()
+        print(_efficiency_table(spec, measured[RESERVED_RUN]))
     return measured, check_expectations(spec, measured)
 
 
 def report(measured: dict, misses: list[str]) -> int:
-    """Print each missed expectation on stderr and the measured metrics as one JSON line (the last
-    line of the output); the exit status: 1 when an expectation was missed."""
+    """Print each missed expectation on stderr and the measured metrics (and efficiency figures) as
+    one JSON line (the last line of the output); the exit status: 1 when an expectation was missed."""
     for miss in misses:
         print(f"MISS {miss}", file=sys.stderr)
     print(json.dumps(measured, sort_keys=True))

@@ -43,6 +43,18 @@ def store_kind(description: str, manifest_file: str, check: Callable[[dict], boo
     return json_file_kind(description, manifest_file, lambda manifest: isinstance(manifest, dict) and check(manifest))
 
 
+def store_size(path: str) -> tuple[int, int]:
+    """(bytes on disk, documents) of any store folder: every store lists its documents in
+    docids.txt, one id a line."""
+    folder = Path(path)
+    docids = folder / "docids.txt"
+    if not docids.is_file():
+        raise InputError(f"{path}: not a store folder (no docids.txt)")
+    with open(docids, "rb") as handle:
+        documents = sum(1 for _ in handle)
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()), documents
+
+
 class StoreWriter:
     """Writes a store folder once: files go to STORE.building/, renamed to STORE when complete.
     Subclasses set `output_kind` (or pass `kind`)."""

@@ -1,0 +1,240 @@
+"""The regression file: what `load_regression` refuses (exit 2, one line naming the file and the key),
+margins over other runs and floors, and efficiency expectations read from `evaluate --json`."""
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, run_tool
+from lsr_pyserini.core.errors import InputError
+from lsr_pyserini.core.evaluation import EFFICIENCY_FIGURES
+from lsr_pyserini.core.regression import check_expectations, load_regression, read_efficiency
+
+REGRESSION_FILES = sorted((REPO / "eval" / "regressions").glob("*.yaml")) + [
+    REPO / "lsr_pyserini" / "sample" / "sample-splade-tiny.yaml"]
+
+
+@pytest.mark.parametrize("path", REGRESSION_FILES, ids=lambda path: path.name)
+def test_every_shipped_file_validates(path):
+    spec = load_regression(str(path))
+    assert spec["expected"] and set(spec["expected"]) == set(spec["runs"])
+
+
+def valid_spec() -> dict:
+    return {
+        "collection": "tiny",
+        "qrels": "{data}/qrels.test.trec",
+        "steps": ["fuse --run {data}/run.good.txt --run {data}/run.bad.txt --output {work}/run.fused.txt"],
+        "runs": {"good": "{data}/run.good.txt", "fused": "{work}/run.fused.txt"},
+        "expected": {"good": {"ndcg_cut_10": {"value": 1.0, "tolerance": 0.001}},
+                     "fused": {"ndcg_cut_10": {"at_least": 0.5, "above": {"good": -0.1}}}},
+        "efficiency": {"store": {"file": "{work}/efficiency.json",
+                                 "expected": {"store_bytes_per_document": {"at_most": 100}}}},
+    }
+
+
+def setter(*keys, value=None, delete=False):
+    """A change to the valid spec: set (or delete) the value at spec[keys[0]][keys[1]]..."""
+    def change(spec):
+        holder = spec
+        for key in keys[:-1]:
+            holder = holder[key]
+        if delete:
+            del holder[keys[-1]]
+        else:
+            holder[keys[-1]] = value
+    return change
+
+
+REFUSALS = [  # (change, what the one error line must say after the file's name)
+    (setter("expect", value={"good": {}}), "unknown key 'expect'"),
+    (setter("expected", delete=True), "missing required key 'expected'"),
+    (setter("expected", value=None), "expected: must be a non-empty mapping, not None"),
+    (setter("expected", value={}), "expected: must be a non-empty mapping, not {}"),
+    (setter("expected", "good", "ndcg_cut_10", value=0.5), "expected.good.ndcg_cut_10: must be a non-empty mapping such as"),
+    (setter("expected", "good", "ndcg_cut_10", "tolerence", value=0.1),
+     "expected.good.ndcg_cut_10: unknown key 'tolerence' (allowed: value, tolerance, at_least, above)"),
+    (setter("expected", "good", "ndcg_cut_10", "at_least", value=0.5),
+     "expected.good.ndcg_cut_10: give exactly one of value, at_least"),
+    (setter("expected", "fused", "ndcg_cut_10", "tolerance", value=0.1), "expected.fused.ndcg_cut_10.tolerance: needs 'value'"),
+    (setter("expected", "good", "ndcg@10", value={"value": 1.0}), "expected.good: unknown metric 'ndcg@10' (known: ndcg_cut_10,"),
+    (setter("expected", "good", "ndcg_cut_10", "tolerance", value="0.01"),
+     "expected.good.ndcg_cut_10.tolerance: must be a non-negative number, not '0.01'"),
+    (setter("expected", "good", "ndcg_cut_10", "tolerance", value=-0.01),
+     "expected.good.ndcg_cut_10.tolerance: must be a non-negative number, not -0.01"),
+    (setter("expected", "good", "ndcg_cut_10", "value", value=True), "expected.good.ndcg_cut_10.value: must be a number, not True"),
+    (setter("runs", "extra", value="{work}/run.extra.txt"), "runs.extra: has no expectations under expected"),
+    (setter("expected", "ghost", value={"ndcg_cut_10": {"value": 0.5}}), "expected.ghost: is not a run listed under runs"),
+    (setter("expected", "fused", "ndcg_cut_10", "above", value={"ghost": 0.01}),
+     "expected.fused.ndcg_cut_10.above.ghost: is not a run listed under runs"),
+    (setter("expected", "fused", "ndcg_cut_10", "above", value={"fused": 0.01}),
+     "expected.fused.ndcg_cut_10.above.fused: is the run itself"),
+    (setter("expected", "fused", "ndcg_cut_10", "above", value={}), "expected.fused.ndcg_cut_10.above: must be a non-empty mapping"),
+    (setter("steps", value="fuse --run a --run b"), "steps: must be a non-empty list, not 'fuse --run a --run b'"),
+    (setter("steps", value=["fuse --run a", {"fuse": "--run b"}]), "steps[2]: must be a string, not {'fuse': '--run b'}"),
+    (setter("steps", value=["pyserini.search.lucene --index x"]), "steps[1]: 'pyserini.search.lucene --index x' must start with one of"),
+    (setter("runs", "efficiency", value="{work}/run.txt"), "runs.efficiency: reserved name"),
+    (setter("runs", "good", value="{wrk}/run.txt"), "runs.good: unknown placeholder {wrk} (known: {data}, {work}, {threads})"),
+    (setter("efficiency", "store", "file", value="{work/e.json"), "efficiency.store.file: '{work/e.json': expected '}'"),
+    (setter("efficiency", "store", "path", value="x.json"), "efficiency.store: unknown key 'path' (allowed: file, expected)"),
+    (setter("efficiency", "store", "file", delete=True), "efficiency.store: missing required key 'file'"),
+    (setter("efficiency", "store", "expected", "doc_nonzeros", value={"value": 1}),
+     "efficiency.store.expected: unknown efficiency figure 'doc_nonzeros' (known: size_bytes,"),
+    (setter("efficiency", "store", "expected", "store_bytes_per_document", value={"at_most": 1, "at_least": 0}),
+     "efficiency.store.expected.store_bytes_per_document: give exactly one of value, at_least, at_most"),
+    (setter("efficiency", "store", "expected", "store_bytes_per_document", value={"above": {"good": 1}}),
+     "efficiency.store.expected.store_bytes_per_document: unknown key 'above'"),
+]
+
+
+def refusal(path: Path, capsys) -> str:
+    """The regress command in this process (as `python -m` runs it): exit 2, one error line."""
+    from lsr_pyserini import regress
+    from lsr_pyserini.core.cli import run_main
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        run_main(lambda: regress.main([str(path), "--work", str(path.parent / "work")]))
+    captured = capsys.readouterr()
+    errors = captured.err.strip().splitlines()
+    assert exit_.value.code == 2 and len(errors) == 1 and not captured.out, captured
+    assert not (path.parent / "work" / "logs").exists()  # refused before any step ran
+    return errors[0]
+
+
+@pytest.mark.parametrize("change,message", REFUSALS, ids=[message.split(":")[0] for _, message in REFUSALS])
+def test_refusals_name_the_file_and_the_key(change, message, tmp_path, capsys):
+    spec = valid_spec()
+    change(spec)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert refusal(path, capsys).startswith(f"error: {path}: {message}")
+
+
+def test_the_valid_spec_loads_and_malformed_yaml_is_one_line(tmp_path, capsys):
+    path = tmp_path / "good.yaml"
+    path.write_text(yaml.safe_dump(valid_spec()))
+    assert load_regression(str(path))["name"] == "good"
+    path.write_text("collection: x\nsteps: [a\n")
+    assert refusal(path, capsys).startswith(f"error: {path}: malformed YAML")
+    path.write_text("- collection\n")
+    assert refusal(path, capsys) == f"error: {path}: must be a non-empty mapping, not ['collection']"
+
+
+def loaded(tmp_path, expected: dict, efficiency: dict | None = None) -> dict:
+    spec = {"collection": "c", "qrels": "q", "steps": ["fuse"], "runs": {run: "r" for run in expected},
+            "expected": expected, **({"efficiency": efficiency} if efficiency else {})}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return load_regression(str(path))
+
+
+def test_margins_and_floors(tmp_path):
+    spec = loaded(tmp_path, {
+        "bm25": {"ndcg_cut_10": {"value": 0.64, "tolerance": 0.0}},
+        "untrained": {"ndcg_cut_10": {"at_least": 0.3}},
+        "trained": {"ndcg_cut_10": {"value": 0.66, "tolerance": 0.01, "above": {"bm25": 0.01, "untrained": 0.2}},
+                    "recall_100": {"at_least": 0.9, "above": {"bm25": 0.0}}},
+    })
+    measured = {"bm25": {"ndcg_cut_10": 0.64, "recall_100": 0.9}, "untrained": {"ndcg_cut_10": 0.45, "recall_100": 0.5},
+                "trained": {"ndcg_cut_10": 0.65, "recall_100": 0.9}}
+    assert check_expectations(spec, measured) == []  # 0.65 = 0.64 + 0.01 exactly: a margin reached
+    measured["bm25"]["ndcg_cut_10"] = 0.6401
+    assert check_expectations(spec, measured) == [
+        "bm25: ndcg_cut_10 = 0.6401, expected 0.64 +/- 0",
+        "trained: ndcg_cut_10 = 0.65, expected >= bm25's 0.6401 + 0.01 = 0.6501"]
+    measured["bm25"]["ndcg_cut_10"], measured["untrained"]["ndcg_cut_10"] = 0.64, 0.46
+    measured["trained"]["recall_100"] = 0.89
+    assert check_expectations(spec, measured) == [
+        "trained: ndcg_cut_10 = 0.65, expected >= untrained's 0.46 + 0.2 = 0.66",
+        "trained: recall_100 = 0.89, expected >= 0.9",
+        "trained: recall_100 = 0.89, expected >= bm25's 0.9 + 0 = 0.9"]
+
+
+def test_efficiency_expectations(tmp_path):
+    spec = loaded(tmp_path, {"run": {"ndcg_cut_10": {"at_least": 0}}}, {"index": {"file": "f", "expected": {
+        "avg_nonzeros_per_document": {"value": 247.0, "tolerance": 1.0},
+        "flops": {"at_most": 10.0}, "size_bytes": {"at_least": 1000}}}})
+    measured = {"run": {"ndcg_cut_10": 0.5},
+                "efficiency": {"index": {"avg_nonzeros_per_document": 246.0, "flops": 10.0, "size_bytes": 1000}}}
+    assert check_expectations(spec, measured) == []
+    measured["efficiency"]["index"] = {"avg_nonzeros_per_document": 248.2, "flops": 10.5, "size_bytes": 999}
+    assert check_expectations(spec, measured) == [
+        "index: avg_nonzeros_per_document = 248.2, expected 247 +/- 1",
+        "index: flops = 10.5, expected <= 10",
+        "index: size_bytes = 999, expected >= 1000"]
+    measured["efficiency"]["index"] = {}
+    assert check_expectations(spec, measured)[0] == "index: avg_nonzeros_per_document was not measured"
+
+
+def test_read_efficiency(tmp_path):
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps([{"index": "x", "size_bytes": 10, "flops": 1.5, "unknown": 3}]))
+    assert read_efficiency(str(path)) == {"size_bytes": 10, "flops": 1.5}
+    for text, message in (("[{}, {}]", "not the one object"), ("{", "malformed JSON")):
+        path.write_text(text)
+        with pytest.raises(InputError, match=message):
+            read_efficiency(str(path))
+    with pytest.raises(InputError, match="no such efficiency file"):
+        read_efficiency(str(tmp_path / "none.json"))
+
+
+@pytest.fixture
+def tiny_collection(tmp_path) -> Path:
+    """qrels, two runs (nDCG@10 1.0 and 0.6309) and a store folder: 4 documents in 400 bytes."""
+    data = tmp_path / "data" / "tiny"
+    (data / "store").mkdir(parents=True)
+    (data / "qrels.test.trec").write_text("q1 0 d1 1\nq2 0 d2 1\n")
+    (data / "run.good.txt").write_text("q1 Q0 d1 1 2 good\nq1 Q0 d3 2 1 good\nq2 Q0 d2 1 2 good\nq2 Q0 d4 2 1 good\n")
+    (data / "run.bad.txt").write_text("q1 Q0 d3 1 2 bad\nq1 Q0 d1 2 1 bad\nq2 Q0 d4 1 2 bad\nq2 Q0 d2 2 1 bad\n")
+    (data / "store" / "docids.txt").write_text("d1\nd2\nd3\nd4\n")
+    (data / "store" / "vectors.bin").write_bytes(bytes(400 - 12))
+    return data
+
+
+def run_regression(data: Path, expected: dict, efficiency: dict, work: str):
+    spec = {"collection": data.name, "qrels": "{data}/qrels.test.trec",
+            "steps": ["fuse --run {data}/run.good.txt --run {data}/run.bad.txt --weight 0.7 --weight 0.3 "
+                      "--output {work}/run.fused.txt",
+                      "evaluate --store {data}/store --json {work}/efficiency.json"],
+            "runs": {"good": "{data}/run.good.txt", "bad": "{data}/run.bad.txt", "fused": "{work}/run.fused.txt"},
+            "expected": expected,
+            "efficiency": {"store": {"file": "{work}/efficiency.json", "expected": efficiency}}}
+    path = data.parent.parent / "tiny.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    result = run_tool("regress", path, "--data-root", data.parent, "--work", data.parent.parent / work)
+    return result, json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_regress_checks_margins_and_efficiency_end_to_end(tiny_collection):
+    result, measured = run_regression(
+        tiny_collection,
+        {"good": {"ndcg_cut_10": {"value": 1.0}},
+         "bad": {"ndcg_cut_10": {"at_least": 0.6}},
+         "fused": {"ndcg_cut_10": {"at_least": 0.9, "above": {"bad": 0.3}}}},
+        {"store_bytes_per_document": {"value": 100.0, "tolerance": 0}, "store_documents": {"value": 4},
+         "store_size_bytes": {"at_most": 400}}, work="pass")
+    assert result.returncode == 0 and "MISS" not in result.stderr, result.stderr
+    assert measured["bad"]["ndcg_cut_10"] == 0.6309 and measured["fused"]["ndcg_cut_10"] == 1.0
+    assert measured["efficiency"] == {"store": {"store_bytes_per_document": 100.0, "store_documents": 4,
+                                                "store_size_bytes": 400}}
+    assert "store_bytes_per_document  100       100 +/- 0" in result.stdout  # the efficiency table
+    written = json.loads((tiny_collection.parent.parent / "pass" / "efficiency.json").read_text())[0]
+    figures = {key for key, _ in EFFICIENCY_FIGURES}
+    assert {key for key, value in written.items() if not isinstance(value, str)} <= figures
+
+    result, measured = run_regression(
+        tiny_collection,
+        {"good": {"ndcg_cut_10": {"value": 1.0, "above": {"fused": 0.01}}},
+         "bad": {"ndcg_cut_10": {"at_least": 0.6}},
+         "fused": {"ndcg_cut_10": {"at_least": 0.9, "above": {"bad": 0.4}}}},
+        {"store_size_bytes": {"at_most": 399}, "store_documents": {"at_least": 5}, "flops": {"at_most": 1}}, work="miss")
+    assert result.returncode == 1
+    assert [line for line in result.stderr.splitlines() if line.startswith("MISS")] == [
+        "MISS good: ndcg_cut_10 = 1, expected >= fused's 1 + 0.01 = 1.01",
+        "MISS fused: ndcg_cut_10 = 1, expected >= bad's 0.6309 + 0.4 = 1.0309",
+        "MISS store: store_size_bytes = 400, expected <= 399",
+        "MISS store: store_documents = 4, expected >= 5",
+        "MISS store: flops was not measured"]
+    assert set(measured) == {"good", "bad", "fused", "efficiency"}
