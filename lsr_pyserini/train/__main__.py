@@ -4,7 +4,7 @@
         --negatives RUN --output DIR [--base PRESET_OR_MODEL] [--teacher SCORES] ...
 
 FAMILY: splade (fine-tune a SPLADE checkpoint), tilde (BiQDL), tildev2 (contextualised exact
-match). Hard negatives come from a Lucene run of the training queries (BM25 by default: see
+match), bgem3 (BGE-M3's dense, sparse and ColBERT heads on one body), ... Hard negatives come from a Lucene run of the training queries (BM25 by default: see
 eval/regressions/*.yaml for the steps). The output folder is a transformers checkpoint
 (safetensors) plus the family's head files, usable with `lsr_pyserini.encode --model DIR`.
 Interrupting (Ctrl-C) saves a checkpoint; the same command resumes from it.
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "must be on the student's scale; default: 1)")
         p.add_argument("--negatives-depth", type=int, default=100, help="run depth to sample negatives from (default: 100)")
         p.add_argument("--epochs", type=int, default=1, help="passes over the training queries (default: 1)")
-        p.add_argument("--max-steps", type=int, help="stop after this many steps (default: all epochs)")
+        p.add_argument("--max-steps", type=int, help="stop after this many steps; 0 saves the starting model, e.g. new heads untrained (default: all epochs)")
         p.add_argument("--batch-size", type=int, default=8, help="queries per step (default: 8)")
         p.add_argument("--group-size", type=int, default=2,
                        help="documents per query: 1 positive + N-1 hard negatives (default: 2)")
