@@ -362,7 +362,7 @@ def training_args(**overrides):
     from argparse import Namespace
 
     return Namespace(**{**dict(doc_max_length=32, query_max_length=12, temperature=0.02, colbert_dim=None,
-                                head_lr=None, self_distill=False, seed=5), **overrides})
+                                head_lr=None, self_distill=False, sparse_init_bias=None, seed=5), **overrides})
 
 
 def toy_batch():

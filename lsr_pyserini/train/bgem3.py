@@ -46,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head-lr", type=float,
                         help="learning rate of the sparse and ColBERT heads (default: --lr; new heads learn little "
                              "in a short schedule at an encoder's rate)")
+    parser.add_argument("--sparse-init-bias", type=float,
+                        help="start a new sparse head at weight 0 and this bias: every token weighs the same, so the "
+                             "sparse score starts as token overlap, not random (default: torch's random "
+                             "initialisation, as FlagEmbedding)")
     parser.add_argument("--self-distill", action="store_true",
                         help="add M3's self-knowledge distillation: the ensemble score teaches each head "
                              "(default: off)")
@@ -67,6 +71,9 @@ class BgeM3Family(torch.nn.Module):
                 torch.manual_seed(args.seed)
                 self.sparse_linear = torch.nn.Linear(hidden, 1)
                 self.colbert_linear = torch.nn.Linear(hidden, args.colbert_dim or hidden)
+            if args.sparse_init_bias is not None:
+                torch.nn.init.zeros_(self.sparse_linear.weight)
+                torch.nn.init.constant_(self.sparse_linear.bias, args.sparse_init_bias)
         self.register_buffer("dropped", torch.tensor(dropped_token_ids(self.tokenizer), dtype=torch.long),
                              persistent=False)
         self.vocabulary = len(self.tokenizer)
