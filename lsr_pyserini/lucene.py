@@ -6,7 +6,10 @@
 
 ARGS pass through unchanged but for three adjustments. Pyserini parses any topics path containing
 `cacm` or `beir` with a special reader whatever its format, so a TSV topics file whose path
-contains those words is handed over through a temporary link with a neutral name. The index
+contains those words is handed over through a temporary link with a neutral name. Its TSV
+reader refuses a query without text (an encoded query none of whose weights survived
+quantisation), so such queries are left out of a temporary copy, with a warning: they retrieve
+nothing, as `encode queries` announces. The index
 (`index --index DIR`) is built in DIR.building and renamed to DIR when complete, and the run
 (`search --output FILE`) written to a temporary file renamed when complete, so neither is ever
 half-written; both are locked while written. An existing index or run is replaced only with the
@@ -20,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .core.cli import fail, run_main
+from .core.cli import fail, run_main, warn
 from .core.java import JavaNotFound, start_jvm
 from .core.outputs import JSON_LINES, LUCENE_INDEX, TREC_RUN, Claim, claim_output
 
@@ -34,7 +37,17 @@ TSV_SUFFIXES = (".tsv", ".tsv.gz", ".txt", ".txt.gz")
 
 
 def neutral_topics_path(path: str, scratch: Path) -> str:
-    """A link to a TSV topics file under a name Pyserini reads as plain TSV."""
+    """A link to a TSV topics file under a name Pyserini reads as plain TSV (a copy without the
+    queries that have no text, when it has some)."""
+    if os.path.isfile(path) and path.endswith(".tsv"):
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.readlines()
+        kept = [line for line in lines if line.partition("\t")[2].strip()]
+        if len(kept) < len(lines):
+            warn(f"{path}: {len(lines) - len(kept)} queries have no text (no term); they retrieve nothing")
+            copy = scratch / "topics.tsv"
+            copy.write_text("".join(kept), encoding="utf-8")
+            return str(copy)
     if not (os.path.isfile(path) and path.endswith(TSV_SUFFIXES) and any(t in path for t in TOPIC_PATH_TRAPS)):
         return path
     suffix = next(s for s in TSV_SUFFIXES if path.endswith(s))

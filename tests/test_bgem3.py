@@ -355,3 +355,151 @@ def test_hybrid_reranker_reads_every_head_from_the_store(tiny_bgem3, tmp_path):
                    "--output", tmp_path / "bad.txt", "--hybrid-weights", "colbert=1")
     assert bad.returncode == 2 and "colbert.data.npy" in error_lines(bad)[0], bad.stderr
     assert not (tmp_path / "bad.txt").exists()
+
+
+# -- training (`train bgem3`): BGE-M3's unified fine-tuning on any body -------------------------
+def training_args(**overrides):
+    from argparse import Namespace
+
+    return Namespace(**{**dict(doc_max_length=32, query_max_length=12, temperature=0.02, colbert_dim=None,
+                                head_lr=None, self_distill=False, sparse_init_bias=None, seed=5), **overrides})
+
+
+def toy_batch():
+    from lsr_pyserini.train.data import Batch
+
+    return Batch(["vitamin d and calcium", "what do mice cells do?"],
+                 [TEXTS[0], "calcium absorption in the cells of mice", "mice cells divide", TEXTS[1]], 2)
+
+
+@pytest.fixture(scope="module")
+def bert_body(tmp_path_factory):
+    from conftest import build_tiny_bert
+
+    return build_tiny_bert(tmp_path_factory.mktemp("bert-body"), with_mlm_head=False)
+
+
+@pytest.mark.parametrize("body", ["bert", "xlm-roberta"])
+def test_training_scores_are_the_encoders_scores(body, bert_body, tiny_bgem3, tmp_path):
+    """What training optimises is what the encoder and the re-ranker compute: each head's score
+    matrix of the training family equals candidate_scores of the saved checkpoint."""
+    from lsr_pyserini.train.bgem3 import BgeM3Family
+
+    family = BgeM3Family(str(bert_body if body == "bert" else tiny_bgem3), training_args()).eval()
+    batch = toy_batch()
+    with torch.no_grad():
+        scores = family.scores(batch)
+    family.save(tmp_path / "m3")
+    model = BgeM3Model(str(tmp_path / "m3"), doc_max_length=32, query_max_length=12)
+    docs = model.encode(batch.documents, "documents")
+    for row, query in enumerate(batch.queries):
+        expected = candidate_scores(model.encode([query], "queries"), docs)
+        for head in ("dense", "sparse", "colbert"):
+            assert torch.allclose(scores[head][row], expected[head].float(), atol=1e-5), head
+    assert (scores["sparse"] > 0).any() and scores["colbert"].std() > 0
+    if body == "xlm-roberta":  # a BGE-M3 base keeps its heads
+        for name in ("sparse_linear.pt", "colbert_linear.pt"):
+            saved, base = torch.load(tmp_path / "m3" / name), torch.load(tiny_bgem3 / name)
+            assert all(torch.equal(saved[k], base[k]) for k in base)
+
+
+def test_training_loss_is_m3s_unified_loss(bert_body):
+    """(L_dense + L_ensemble + 0.1 L_sparse + L_colbert) / 4 on scores / temperature, each the
+    in-batch contrastive loss; self-distillation adds the ensemble as soft labels and halves."""
+    from lsr_pyserini.train.bgem3 import BgeM3Family
+
+    batch = toy_batch()
+    family = BgeM3Family(str(bert_body), training_args(temperature=0.05)).eval()
+    with torch.no_grad():
+        scores = {head: s / 0.05 for head, s in family.scores(batch).items()}
+        loss, logs = family.loss(batch, 0)
+    labels = torch.tensor([0, 2])  # each query's positive heads its group of 2
+    ce = {head: F.cross_entropy(s, labels) for head, s in scores.items()}
+    ensemble = scores["dense"] + 0.3 * scores["sparse"] + scores["colbert"]
+    ce["ensemble"] = F.cross_entropy(ensemble, labels)
+    assert loss.item() == pytest.approx(((ce["dense"] + ce["ensemble"] + 0.1 * ce["sparse"] + ce["colbert"]) / 4).item(),
+                                        rel=1e-5)
+    assert logs == pytest.approx({head: value.item() for head, value in ce.items()}, rel=1e-5)
+    family.args.self_distill = True
+    with torch.no_grad():
+        distilled, _ = family.loss(batch, 0)
+    teacher = torch.softmax(ensemble, -1)
+    kd = {head: -(teacher * torch.log_softmax(scores[head], -1)).sum(-1).mean() for head in ("dense", "sparse", "colbert")}
+    expected = (loss + (kd["dense"] + 0.1 * kd["sparse"] + kd["colbert"]) / 3) / 2
+    assert distilled.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_train_bgem3_on_a_bert_body_loads_everywhere(bert_body, tmp_path):
+    """`train bgem3 --base BERT` writes the published layout; `encode --encoder bge-m3 --model DIR`,
+    `rerank --reranker bgem3` and the Python API load it; its dropped tokens are BERT's, read from
+    its tokenizer; --max-steps 0 writes the untrained model (new heads seeded by --seed)."""
+    import lsr_pyserini
+
+    negatives = tmp_path / "negatives.txt"  # every sample document for every query, as a BM25 run would
+    qids = [line.split("\t")[0] for line in (SAMPLE / "queries.test.tsv").read_text().splitlines()]
+    negatives.write_text("".join(f"{q} Q0 s{d} {d} {20 - d} bm25\n" for q in qids for d in range(1, 13)))
+    for out, steps in (("untrained", "0"), ("untrained-again", "0"), ("trained", "3")):
+        result = run_tool("train", "bgem3", "--base", bert_body, "--queries", SAMPLE / "queries.test.tsv",
+                          "--qrels", SAMPLE / "qrels.test.trec", "--corpus", SAMPLE / "corpus.jsonl",
+                          "--negatives", negatives, "--output", tmp_path / out, "--batch-size", "2",
+                          "--max-steps", steps, "--head-lr", "1e-2", "--doc-max-length", "32",
+                          "--query-max-length", "12", "--colbert-dim", "8", "--seed", "3", "--quiet")
+        assert result.returncode == 0, result.stderr
+    out = tmp_path / "trained"
+    assert {"config.json", "model.safetensors", "tokenizer.json", "sparse_linear.pt", "colbert_linear.pt",
+            "lsr_family.json", "lsr_training.json"} <= {p.name for p in out.iterdir()}
+    assert json.loads((out / "lsr_family.json").read_text()) == {"family": "bgem3", "body": "bert"}
+    untrained = [torch.load(tmp_path / d / "sparse_linear.pt") for d in ("untrained", "untrained-again")]
+    torch.manual_seed(3)
+    fresh = torch.nn.Linear(32, 1).state_dict()  # torch's default initialisation, seeded with --seed
+    assert all(torch.equal(untrained[0][k], fresh[k]) and torch.equal(untrained[1][k], fresh[k]) for k in fresh)
+    trained = torch.load(out / "sparse_linear.pt")
+    assert not torch.equal(trained["weight"], fresh["weight"])
+    assert torch.load(out / "colbert_linear.pt")["weight"].shape == (8, 32)
+
+    model = BgeM3Model(str(out))
+    tokenizer = model.tokenizer
+    assert model.dropped_ids == sorted([tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id,
+                                        tokenizer.unk_token_id])
+    vectors = model.encode(["vitamin d helps calcium absorption [MASK] ?"], "documents", heads=("sparse",)).sparse
+    assert vectors[0] and not {"[CLS]", "[SEP]", "[PAD]", "[UNK]"} & set(vectors[0])
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q1\tvitamin d calcium\nq2\tmice cells\n")
+    run_tool("encode", "corpus", "--encoder", "bge-m3", "--model", out, "--input", corpus, "--output",
+             tmp_path / "vectors", "--dense-store", tmp_path / "store", check=True)
+    run_tool("encode", "queries", "--encoder", "bge-m3", "--model", out, "--input", queries, "--output",
+             tmp_path / "q.tsv", check=True)
+    run = tmp_path / "run.txt"
+    write_run(run, {"q1": ["d0", "d1", "d3"], "q2": ["d1", "d2"]})
+    reranked = tmp_path / "reranked.txt"
+    run_tool("rerank", "--reranker", "bgem3", "--run", run, "--queries", queries, "--store", tmp_path / "store",
+             "--output", reranked, check=True)
+    got = {(f[0], f[2]): float(f[4]) for f in (line.split() for line in reranked.read_text().splitlines())}
+    direct = hybrid_score(candidate_scores(model.encode(["vitamin d calcium"], "queries"),
+                                           model.encode([TEXTS[0], TEXTS[1], TEXTS[3]], "documents")))
+    assert [got[("q1", d)] for d in ("d0", "d1", "d3")] == pytest.approx(direct.tolist(), abs=1e-4)
+    api = lsr_pyserini.load_encoder("bge-m3", model=str(out))
+    assert isinstance(api, BgeM3Encoder) and api.encode_queries(["vitamin d"]) == \
+        BgeM3Encoder(str(out), query_max_length=64).encode_queries(["vitamin d"])
+    assert isinstance(lsr_pyserini.load_encoder(str(out)), BgeM3Encoder)  # the folder alone: its family marker
+
+
+def test_a_body_trained_for_another_family_is_refused(bert_body, tmp_path):
+    import shutil
+
+    from lsr_pyserini.core.hf import write_family
+
+    folder = tmp_path / "splade-marked"
+    shutil.copytree(bert_body, folder)
+    torch.save(torch.nn.Linear(32, 1).state_dict(), folder / "sparse_linear.pt")
+    torch.save(torch.nn.Linear(32, 32).state_dict(), folder / "colbert_linear.pt")
+    with pytest.raises(InputError, match="a bert checkpoint, not a BGE-M3 one"):
+        BgeM3Model(str(folder))  # a BERT without the marker `train bgem3` writes
+    write_family(folder, "splade")
+    with pytest.raises(InputError, match="trained as a 'splade' model, not 'bgem3'"):
+        BgeM3Model(str(folder))
+    write_family(folder, "bgem3")
+    assert BgeM3Model(str(folder)).encoder.config.model_type == "bert"

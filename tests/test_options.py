@@ -122,7 +122,7 @@ BAD_OPTIONS = [
     ("regress", ["x.yaml", "--threads", "0"], "--threads"),
     ("train", ["splade", *TRAIN, "--batch-size", "0"], "--batch-size"),
     ("train", ["splade", *TRAIN, "--save-every", "0"], "--save-every"),
-    ("train", ["splade", *TRAIN, "--max-steps", "0"], "--max-steps"),
+    ("train", ["splade", *TRAIN, "--max-steps", "-1"], "--max-steps"),
     ("train", ["splade", *TRAIN, "--group-size", "1"], "--group-size"),
     ("train", ["splade", *TRAIN, "--warmup-ratio", "1.5"], "--warmup-ratio"),
     ("train", ["splade", *TRAIN, "--seed", "-1"], "--seed"),

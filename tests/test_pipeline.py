@@ -38,3 +38,29 @@ def test_offline_demo_runs_the_main_job(tmp_path):
 def test_lucene_wrapper_rejects_unknown_tool():
     result = run_tool("lucene", "frobnicate")
     assert result.returncode == 2 and "unknown tool 'frobnicate'" in result.stderr
+
+
+def test_search_leaves_out_queries_without_terms(tiny_preset, tmp_path):
+    """Pyserini's TSV reader refuses an empty query (an encoded query none of whose weights survived
+    quantisation): the wrapper leaves it out with a warning, and it retrieves nothing."""
+    vectors, index = tmp_path / "vectors", tmp_path / "index"
+    run_tool("encode", "corpus", "--encoder", tiny_preset, "--input", SAMPLE / "corpus.jsonl",
+             "--output", vectors, check=True)
+    run_tool("lucene", "index", "--collection", "JsonVectorCollection", "--input", vectors, "--index", index,
+             "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized", "--threads", "1",
+             check=True)
+    topics = tmp_path / "beir" / "queries.tsv"  # and a path Pyserini would misread
+    topics.parent.mkdir()
+    run_tool("encode", "queries", "--encoder", tiny_preset, "--input", SAMPLE / "queries.test.tsv",
+             "--output", topics, check=True)
+    lines = topics.read_text().splitlines(keepends=True)
+    emptied = lines[1].split("\t")[0]
+    topics.write_text("".join(lines[:1] + [f"{emptied}\t\n"] + lines[2:]))
+    run = tmp_path / "run.txt"
+    result = run_tool("lucene", "search", "--index", index, "--topics", topics, "--output", run, "--impact",
+                      "--hits", "5")
+    assert result.returncode == 0, result.stderr
+    assert "1 queries have no text (no term); they retrieve nothing" in result.stderr
+    qids = {line.split("\t")[0] for line in lines}
+    assert {line.split()[0] for line in run.read_text().splitlines()} == qids - {emptied}
+    assert len(topics.read_text().splitlines()) == len(lines)  # the file itself is untouched

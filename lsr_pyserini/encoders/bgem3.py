@@ -12,6 +12,10 @@ From the last hidden states H (batch x length x hidden):
 - **multi-vector (ColBERT)**: colbert_linear(H[:, 1:]) at non-padding positions (so `</s>` is
   included and `<s>` is not), each vector L2-normalised.
 
+A body other than XLM-RoBERTa (e.g. the BERT that `train bgem3` fine-tunes) is loaded when the
+folder's family marker (lsr_family.json) says bgem3; the dropped tokens are read from its tokenizer
+by role ([CLS], [SEP], [PAD], [UNK] for a BERT), so the heads are computed the same way.
+
 Scores, as in FlagEmbedding: dense = dot product; sparse = sum over shared terms of the weight
 products; colbert = mean over query vectors of the best dot product with a document vector; the
 hybrid score is the weighted sum, by default the paper's dense + 0.3 x sparse (`HYBRID_WEIGHTS`).
@@ -40,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.errors import InputError
-from ..core.hf import load_quietly, load_tokenizer, model_error
+from ..core.hf import check_family, load_quietly, load_tokenizer, model_error, read_family
 from ..core.presets import resolve_model
 from . import register
 from .base import DenseVectorSide, SparseEncoder, SparseVector
@@ -109,18 +113,27 @@ def _load_linear(path: str, filename: str, in_features: int, out_features: int |
 
 
 def check_config(path: str):
-    """The checkpoint's config; InputError unless it is an XLM-RoBERTa (BGE-M3 family) one."""
+    """The checkpoint's config; InputError unless it is an XLM-RoBERTa (BGE-M3 family) one or one
+    `train bgem3` wrote (its family marker says bgem3: any body, e.g. a BERT)."""
     from transformers import AutoConfig
 
     try:
         config = AutoConfig.from_pretrained(path)
     except Exception as err:
         raise model_error(path, err) from None
-    if config.model_type not in SUPPORTED_MODEL_TYPES:
+    check_family(path, "bgem3")
+    if config.model_type not in SUPPORTED_MODEL_TYPES and read_family(path).get("family") != "bgem3":
         raise InputError(f"model {path!r}: a {config.model_type} checkpoint, not a BGE-M3 one "
                          f"(the bgem3 family needs {'/'.join(SUPPORTED_MODEL_TYPES)} with "
-                         f"{SPARSE_HEAD_FILE} and {COLBERT_HEAD_FILE})")
+                         f"{SPARSE_HEAD_FILE} and {COLBERT_HEAD_FILE}, or a checkpoint `train bgem3` wrote)")
     return config
+
+
+def dropped_token_ids(tokenizer) -> list[int]:
+    """Ids of the tokens whose sparse weight is dropped, by role in this tokenizer (XLM-R: <s> </s>
+    <pad> <unk>; BERT: [CLS] [SEP] [PAD] [UNK])."""
+    return sorted({tokenizer.convert_tokens_to_ids(token) for role in DROPPED_TOKEN_ROLES
+                   if (token := getattr(tokenizer, role, None)) is not None})
 
 
 def load_encoder(path: str):
@@ -145,9 +158,7 @@ class BgeM3Model:
         self.colbert_linear = _load_linear(self.path, COLBERT_HEAD_FILE, hidden, None)
         self.tokenizer = load_tokenizer(self.path)
         self.encoder = load_encoder(self.path)
-        self.dropped_ids = sorted({self.tokenizer.convert_tokens_to_ids(token)
-                                   for role in DROPPED_TOKEN_ROLES
-                                   if (token := getattr(self.tokenizer, role, None)) is not None})
+        self.dropped_ids = dropped_token_ids(self.tokenizer)
         pieces = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
         self.terms = [term_for_piece(piece) for piece in pieces]  # vocabulary id -> index term
 

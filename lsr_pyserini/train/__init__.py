@@ -25,6 +25,6 @@ def register(family: str, add_arguments: Callable, default_base: str = "splade-t
 
 
 def load_families() -> dict[str, Callable]:
-    from . import bm25aug, sparseembed, splade, ssr, tilde, tildev2  # noqa: F401  (each registers itself)
+    from . import bgem3, bm25aug, sparseembed, splade, ssr, tilde, tildev2  # noqa: F401  (each registers itself)
 
     return FAMILIES

@@ -4,7 +4,7 @@
         --negatives RUN --output DIR [--base PRESET_OR_MODEL] [--teacher SCORES] ...
 
 FAMILY: splade (fine-tune a SPLADE checkpoint), tilde (BiQDL), tildev2 (contextualised exact
-match). Hard negatives come from a Lucene run of the training queries (BM25 by default: see
+match), bgem3 (BGE-M3's dense, sparse and ColBERT heads on one body), ... Hard negatives come from a Lucene run of the training queries (BM25 by default: see
 eval/regressions/*.yaml for the steps). The output folder is a transformers checkpoint
 (safetensors) plus the family's head files, usable with `lsr_pyserini.encode --model DIR`.
 Interrupting (Ctrl-C) saves a checkpoint; the same command resumes from it. An output folder
@@ -18,6 +18,7 @@ import sys
 from ..core.cli import run_main, set_threads
 from ..core.options import (
     int_in,
+    non_negative_int,
     positive_float,
     positive_int,
     probability,
@@ -58,7 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--negatives-depth", type=positive_int, default=100,
                        help="run depth to sample negatives from (default: 100)")
         p.add_argument("--epochs", type=positive_int, default=1, help="passes over the training queries (default: 1)")
-        p.add_argument("--max-steps", type=positive_int, help="stop after this many steps (default: all epochs)")
+        p.add_argument("--max-steps", type=non_negative_int,
+                       help="stop after this many steps; 0 saves the starting model untrained, e.g. a family's "
+                            "new heads as its untrained baseline (default: all epochs)")
         p.add_argument("--batch-size", type=positive_int, default=8, help="queries per step (default: 8)")
         p.add_argument("--group-size", type=int_in(2), default=2,
                        help="documents per query: 1 positive + N-1 hard negatives, N >= 2 (default: 2)")
