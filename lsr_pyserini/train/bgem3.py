@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.hf import load_tokenizer, write_family
+from ..core.options import finite_float, positive_float, positive_int
 from ..core.presets import resolve_model
 from ..encoders.bgem3 import COLBERT_HEAD_FILE, SPARSE_HEAD_FILE, _load_linear, dropped_token_ids, load_encoder
 from . import register
@@ -37,16 +38,16 @@ SPARSE_LOSS_WEIGHT = 0.1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--doc-max-length", type=int, default=256, help="document tokens (default: 256)")
-    parser.add_argument("--query-max-length", type=int, default=64, help="query tokens (default: 64)")
-    parser.add_argument("--temperature", type=float, default=0.02,
+    parser.add_argument("--doc-max-length", type=positive_int, default=256, help="document tokens (default: 256)")
+    parser.add_argument("--query-max-length", type=positive_int, default=64, help="query tokens (default: 64)")
+    parser.add_argument("--temperature", type=positive_float, default=0.02,
                         help="scores are divided by this before the contrastive loss (default: 0.02, BGE-M3's)")
-    parser.add_argument("--colbert-dim", type=int,
+    parser.add_argument("--colbert-dim", type=positive_int,
                         help="ColBERT vectors' dimension of new heads (default: the body's hidden size, as BGE-M3)")
-    parser.add_argument("--head-lr", type=float,
+    parser.add_argument("--head-lr", type=positive_float,
                         help="learning rate of the sparse and ColBERT heads (default: --lr; new heads learn little "
                              "in a short schedule at an encoder's rate)")
-    parser.add_argument("--sparse-init-bias", type=float,
+    parser.add_argument("--sparse-init-bias", type=finite_float,
                         help="start a new sparse head at weight 0 and this bias: every token weighs the same, so the "
                              "sparse score starts as token overlap, not random (default: torch's random "
                              "initialisation, as FlagEmbedding)")
