@@ -68,7 +68,7 @@ def test_splade_pooling_without_the_full_logits_has_the_same_values_and_gradient
         assert float((g - e).norm()) <= 1e-4 * float(e.norm()) + 1e-6
 
 
-def test_training_data_checks(tmp_path, negatives):
+def test_training_data_checks(tmp_path, negatives, capsys):
     data = TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(negatives))
     assert len(data) == 7
     batches = data.epoch_batches(0, seed=1, batch_size=2, group_size=3)
@@ -80,8 +80,13 @@ def test_training_data_checks(tmp_path, negatives):
     with pytest.raises(InputError, match=r"qrels:2: document 'nope' is not in the corpus"):
         TrainingData(str(QUERIES), str(bad), str(CORPUS), str(negatives))
     bad.write_text("q99 0 s1 1\n")
-    with pytest.raises(InputError, match=r"qrels:1: query 'q99' is not in"):
+    with pytest.raises(InputError, match=r"qrels: no relevant .* pair for any query of"):
         TrainingData(str(QUERIES), str(bad), str(CORPUS), str(negatives))
+    sample = tmp_path / "sample.tsv"  # a sample of the queries with the full qrels: the others' lines are left out
+    sample.write_text("".join(line + "\n" for line in QUERIES.read_text().splitlines()[:2]))
+    data = TrainingData(str(sample), str(QRELS), str(CORPUS), str(negatives))
+    assert data.positives == {"q1": ["s1"], "q2": ["s3"]} and data.query_ids == ["q1", "q2"]
+    assert "qrels.test.trec: 7 lines name queries that are not in" in capsys.readouterr().err
     only_positives = tmp_path / "run"
     only_positives.write_text("q1 Q0 s1 1 9 bm25\nq2 Q0 s3 1 9 bm25\n")
     with pytest.raises(InputError, match="empty negatives pool"):

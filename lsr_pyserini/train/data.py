@@ -56,22 +56,27 @@ def read_teacher(path: str) -> dict[str, dict[str, float]]:
 
 
 class TrainingData:
-    """Validated training triples: every qrels line must name a known query and document."""
+    """Validated training triples: every qrels line of a training query must name a document of the
+    corpus; lines of other queries are left out, so a sample of the queries trains with the full qrels."""
 
     def __init__(self, queries: str, qrels: str, corpus: str, negatives: str, depth: int = 100,
                  teacher: str | None = None, teacher_scale: float = 1.0):
         self.queries = {q.id: q.text for q in read_queries(queries)}
         self.corpus = {d.id: d.text for d in read_corpus(corpus)}
         self.positives: dict[str, list[str]] = {}
+        other_queries = 0
         for line_no, qid, docid, relevance in read_qrels_rows(qrels):
-            if qid not in self.queries:
-                raise InputError(f"{qrels}:{line_no}: query {qid!r} is not in {queries}")
+            if qid not in self.queries:  # training on a sample of the queries, with the full qrels file
+                other_queries += 1
+                continue
             if docid not in self.corpus:
                 raise InputError(f"{qrels}:{line_no}: document {docid!r} is not in the corpus {corpus}")
             if relevance > 0:
                 self.positives.setdefault(qid, []).append(docid)
         if not self.positives:
-            raise InputError(f"{qrels}: no relevant (relevance > 0) pair for any query")
+            raise InputError(f"{qrels}: no relevant (relevance > 0) pair for any query of {queries}")
+        if other_queries:
+            warn(f"{qrels}: {other_queries} lines name queries that are not in {queries}; they are left out")
         run = read_run(negatives)
         self.negatives: dict[str, list[str]] = {}
         for qid, positives in self.positives.items():
