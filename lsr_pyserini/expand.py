@@ -20,7 +20,7 @@ from .core.errors import InputError
 from .core.readers import CorpusCheck, read_corpus
 from .core.writer import atomic_write
 from .encoders.tilde import TildeModel
-from .stores.tilde import TildeStore
+from .stores.tilde import PASSAGE_TERMS, TildeStore
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,8 +54,9 @@ def main(argv: list[str] | None = None) -> None:
     expansions = [terms for terms, _ in outputs]
     if args.store:
         TildeStore.write(args.store, [d.id for d in docs], [loglik for _, loglik in outputs],
-                         [tilde.query_terms(d.text) for d in docs],
-                         {"model": args.model, "vocab_size": tilde.vocab_size, "doc_max_length": args.max_length})
+                         [tilde.scored_terms(d.text) for d in docs],
+                         {"model": args.model, "vocab_size": tilde.vocab_size, "doc_max_length": args.max_length,
+                          "passage_terms": PASSAGE_TERMS})
         print(f"wrote the TILDE store of {check.count} passages into {args.store}", file=sys.stderr)
     if args.output:
         atomic_write(Path(args.output), (json.dumps({"_id": d.id, "text": " ".join([d.text, *terms]).strip()},
