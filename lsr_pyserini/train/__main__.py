@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "must be on the student's scale; default: 1)")
         p.add_argument("--negatives-depth", type=int, default=100, help="run depth to sample negatives from (default: 100)")
         p.add_argument("--epochs", type=int, default=1, help="passes over the training queries (default: 1)")
-        p.add_argument("--max-steps", type=int, help="stop after this many steps (default: all epochs)")
+        p.add_argument("--max-steps", type=int, help="stop after this many steps (default: all epochs; 0 saves the starting "
+                       "model untrained, e.g. a fresh head: a baseline)")
         p.add_argument("--batch-size", type=int, default=8, help="queries per step (default: 8)")
         p.add_argument("--group-size", type=int, default=2,
                        help="documents per query: 1 positive + N-1 hard negatives (default: 2)")

@@ -53,7 +53,7 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     steps_per_epoch = len(data) // batch_size
     if steps_per_epoch == 0:
         raise InputError(f"{len(data)} training queries are fewer than one batch of {batch_size}")
-    total = min(epochs * steps_per_epoch, max_steps or epochs * steps_per_epoch)
+    total = epochs * steps_per_epoch if max_steps is None else min(epochs * steps_per_epoch, max_steps)
     groups = model.parameter_groups(lr) if hasattr(model, "parameter_groups") else \
         [{"params": [p for p in model.parameters() if p.requires_grad]}]  # a family may set per-group rates
     optimizer = torch.optim.AdamW(groups, lr=lr, weight_decay=0.01)
