@@ -122,6 +122,20 @@ def test_tilde_ql_dl_and_alpha_equal_a_direct_computation(tilde_model, collectio
     assert [d for d, _ in read_run(str(output))["q1"]] == sorted(expected, key=lambda d: -expected[d]), (measured, expected)
 
 
+def test_training_ql_scores_are_the_rerankers(tilde_model):
+    """`train tilde --ranking-weight` ranks with the TILDE-QL scores the re-ranker computes."""
+    from argparse import Namespace
+
+    from lsr_pyserini.train.tilde import TildeFamily
+
+    family = TildeFamily(str(tilde_model), Namespace(doc_max_length=DOC_MAX_LENGTH, query_max_length=64)).eval()
+    with torch.no_grad():
+        logits = family.tilde.first_logits([passage_text(terms) for terms in PASSAGES.values()], "documents")
+        scores = family.query_likelihoods([QUERY, QUERY], logits)
+    assert scores.shape == (2, len(PASSAGES))
+    assert scores[1].tolist() == pytest.approx(list(expected_scores(tilde_model, 1.0).values()), abs=1e-4)
+
+
 def test_alpha_out_of_range_and_a_store_with_cut_passages_are_refused(collection, store, tmp_path):
     common = ("--reranker", "tilde", "--run", collection / "run.txt", "--queries", collection / "queries.tsv",
               "--output", tmp_path / "run.txt")

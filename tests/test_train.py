@@ -181,8 +181,10 @@ def test_same_seed_same_model_and_resume_is_exact(tiny_mlm, negatives, tmp_path)
 
 def test_tilde_biqdl_expansion_and_tildev2(tiny_mlm, negatives, tmp_path):
     result = train_cli("tilde", tiny_mlm, tmp_path / "tilde", negatives, "--max-steps", "2",
-                       "--doc-max-length", "32", "--query-max-length", "8", "--lr", "1e-3")
+                       "--doc-max-length", "32", "--query-max-length", "8", "--lr", "1e-3",
+                       "--passage-terms-weight", "1", "--ranking-weight", "1")
     assert result.returncode == 0, result.stderr
+    assert {"ql", "dl", "own", "rank"} <= set(json.loads((tmp_path / "tilde" / "lsr_training.json").read_text())["final"])
     expanded = tmp_path / "expanded.jsonl"
     result = run_tool("expand", "--model", tmp_path / "tilde", "--input", CORPUS, "--output", expanded,
                       "--top-m", "40")
