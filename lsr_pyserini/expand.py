@@ -26,7 +26,8 @@ from .stores.tilde import PASSAGE_TERMS, TildeStore
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.expand", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="TILDE checkpoint folder (or hub id, e.g. ielab/TILDE)")
+    parser.add_argument("--model", required=True, help="TILDE checkpoint folder, hub id (e.g. ielab/TILDE) or preset name "
+                                                          "(e.g. splade-tiny: an MLM head not trained for TILDE)")
     parser.add_argument("--input", required=True, help="corpus: JSONL(.gz), BEIR folder or ir_datasets id")
     parser.add_argument("--output", help="expanded corpus, JSONL")
     parser.add_argument("--store", help="also write the TILDE store (token likelihoods) for re-ranking here")

@@ -18,7 +18,7 @@ import re
 import torch
 
 from ..core.hf import load_masked_lm, load_tokenizer
-from ..core.presets import resolve_model
+from ..core.presets import model_path
 
 # English stop words excluded from expansion, from TILDE-QL query terms and from BiQDL targets.
 STOPWORDS = frozenset("""
@@ -38,7 +38,7 @@ class TildeModel:
     """A TILDE checkpoint with its tokenizer; inference only (training lives in train/tilde.py)."""
 
     def __init__(self, model: str, doc_max_length: int = 256, query_max_length: int = 64):
-        self.path = resolve_model(model)
+        self.path = model_path(model)  # a preset name (e.g. splade-tiny: TILDE untrained) or a checkpoint
         self.tokenizer = load_tokenizer(self.path)
         self.model = load_masked_lm(self.path, family="tilde")
         self.max_length = {"documents": doc_max_length, "queries": query_max_length}
