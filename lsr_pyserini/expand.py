@@ -22,13 +22,14 @@ from .core.options import positive_int
 from .core.outputs import JSON_LINES, claim_output
 from .core.readers import CorpusCheck, read_corpus
 from .encoders.tilde import TildeModel
-from .stores.tilde import TildeStoreWriter
+from .stores.tilde import PASSAGE_TERMS, TildeStoreWriter
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.expand", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="TILDE checkpoint folder (or hub id, e.g. ielab/TILDE)")
+    parser.add_argument("--model", required=True, help="TILDE checkpoint folder, hub id (e.g. ielab/TILDE) or preset name "
+                                                          "(e.g. splade-tiny: an MLM head not trained for TILDE)")
     parser.add_argument("--input", required=True, help="corpus: JSONL(.gz), BEIR folder or ir_datasets id")
     parser.add_argument("--output", help="expanded corpus, JSONL")
     parser.add_argument("--store", help="also write the TILDE store (token likelihoods) for re-ranking here")
@@ -59,8 +60,9 @@ def main(argv: list[str] | None = None) -> None:
     expansions = [terms for terms, _ in outputs]
     if store:
         store.write([d.id for d in docs], [loglik for _, loglik in outputs],
-                    [tilde.query_terms(d.text) for d in docs],
-                    {"model": args.model, "vocab_size": tilde.vocab_size, "doc_max_length": args.max_length})
+                    [tilde.scored_terms(d.text) for d in docs],
+                    {"model": args.model, "vocab_size": tilde.vocab_size, "doc_max_length": args.max_length,
+                     "passage_terms": PASSAGE_TERMS})
         print(f"wrote the TILDE store of {check.count} passages into {args.store}", file=sys.stderr)
     if output:
         output.write_lines(json.dumps({"_id": d.id, "text": " ".join([d.text, *terms]).strip()}, ensure_ascii=False)

@@ -28,13 +28,15 @@ def sample_vocabulary() -> list[str]:
     return SPECIAL + sorted(words | pieces | punctuation)
 
 
-def build_tiny_bert(folder: Path, with_mlm_head: bool = True, seed: int = 0) -> Path:
-    """A 2-layer, 32-hidden BERT with random weights and a WordPiece tokenizer over the sample text."""
+def build_tiny_bert(folder: Path, with_mlm_head: bool = True, seed: int = 0, extra_tokens: tuple = ()) -> Path:
+    """A 2-layer, 32-hidden BERT with random weights and a WordPiece tokenizer over the sample text
+    (`extra_tokens` follow the special tokens, e.g. BERT's `[unused0]`)."""
     import torch
     from transformers import BertConfig, BertForMaskedLM, BertModel, BertTokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
     vocab = sample_vocabulary()
+    vocab[len(SPECIAL):len(SPECIAL)] = extra_tokens
     (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
     tokenizer = BertTokenizer(vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True)
     tokenizer.save_pretrained(folder)

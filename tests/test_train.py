@@ -186,8 +186,10 @@ def test_same_seed_same_model_and_resume_is_exact(tiny_mlm, negatives, tmp_path)
 
 def test_tilde_biqdl_expansion_and_tildev2(tiny_mlm, negatives, tmp_path):
     result = train_cli("tilde", tiny_mlm, tmp_path / "tilde", negatives, "--max-steps", "2",
-                       "--doc-max-length", "32", "--query-max-length", "8", "--lr", "1e-3")
+                       "--doc-max-length", "32", "--query-max-length", "8", "--lr", "1e-3",
+                       "--passage-terms-weight", "1", "--ranking-weight", "1")
     assert result.returncode == 0, result.stderr
+    assert {"ql", "dl", "own", "rank"} <= set(json.loads((tmp_path / "tilde" / "lsr_training.json").read_text())["final"])
     expanded = tmp_path / "expanded.jsonl"
     result = run_tool("expand", "--model", tmp_path / "tilde", "--input", CORPUS, "--output", expanded,
                       "--top-m", "40")
@@ -214,6 +216,18 @@ def test_tilde_biqdl_expansion_and_tildev2(tiny_mlm, negatives, tmp_path):
     assert "mse" in final and final["prior"] > 0 and "head fitted to the BM25 weights of 4 passages" in result.stderr
     wrong = train_cli("tildev2", tmp_path / "tilde", tmp_path / "t3", negatives, "--max-steps", "1")
     assert wrong.returncode == 2 and "trained as a 'tilde' model, not 'tildev2'" in error_lines(wrong)[0]
+
+
+def test_zero_steps_save_the_starting_model(tiny_mlm, negatives, tmp_path):
+    """`--max-steps 0`: the base saved untrained with the family's fresh head (an untrained baseline)."""
+    from lsr_pyserini.encoders.tildev2 import TildeV2Model
+
+    result = train_cli("tildev2", tiny_mlm, tmp_path / "t0", negatives, "--max-steps", "0", "--doc-max-length", "32")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "t0" / "lsr_training.json").read_text())["steps"] == 0
+    base = TildeV2Model.from_pretrained(str(tiny_mlm), require_head=False).bert.state_dict()
+    saved = TildeV2Model.from_pretrained(str(tmp_path / "t0")).bert.state_dict()
+    assert saved.keys() == base.keys() and all(torch.equal(saved[k], base[k]) for k in base)
 
 
 def test_tildev2_with_bm25_prior_weights_scores_exactly_wordpiece_bm25(tiny_mlm):

@@ -8,7 +8,8 @@ with `bert.*` and `cls.predictions.*` weights, the same names as BertForMaskedLM
 Used for document expansion (the top-m predicted tokens that are not stop words, not sub-word
 pieces and not already in the passage are appended) and for re-ranking with TILDE-QL
 (sum over the query's tokens of log P(q_i|d)), optionally interpolated with the document
-likelihood DL (mean over the passage's tokens of log P(d_i|q)): alpha * QL + (1 - alpha) * DL.
+likelihood DL (mean over all the passage's tokens of log P(d_i|q), as the TILDE code computes it):
+alpha * QL + (1 - alpha) * DL.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import re
 import torch
 
 from ..core.hf import load_masked_lm, load_tokenizer
-from ..core.presets import resolve_model
+from ..core.presets import model_path
 
 # English stop words excluded from expansion, from TILDE-QL query terms and from BiQDL targets.
 STOPWORDS = frozenset("""
@@ -37,7 +38,7 @@ class TildeModel:
     """A TILDE checkpoint with its tokenizer; inference only (training lives in train/tilde.py)."""
 
     def __init__(self, model: str, doc_max_length: int = 256, query_max_length: int = 64):
-        self.path = resolve_model(model)
+        self.path = model_path(model)  # a preset name (e.g. splade-tiny: TILDE untrained) or a checkpoint
         self.tokenizer = load_tokenizer(self.path)
         self.model = load_masked_lm(self.path, family="tilde")
         self.max_length = {"documents": doc_max_length, "queries": query_max_length}
@@ -85,10 +86,13 @@ class TildeModel:
         return self.tokenizer(text, add_special_tokens=False, truncation=True,
                               max_length=self.max_length[side])["input_ids"]
 
-    def query_terms(self, text: str) -> list[int]:
-        """Query token ids scored by TILDE-QL: stop words, punctuation and special tokens excluded."""
+    def scored_terms(self, text: str) -> list[int]:
+        """The token ids of the whole text (not cut at a model length) that TILDE scores, repeats
+        kept: stop words, punctuation and special tokens excluded. A query's terms are TILDE-QL's,
+        a passage's TILDE-DL's (as in the TILDE code, ielab/TILDE inference.py)."""
         excluded = set(self.excluded_ids.tolist())
-        return [i for i in self.token_ids(text, "queries") if i not in excluded]
+        ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        return [i for i in ids if i not in excluded]
 
     @torch.inference_mode()
     def expansions(self, texts: list[str], top_m: int, logits: torch.Tensor | None = None) -> list[list[str]]:

@@ -14,13 +14,18 @@ from .base import StoreWriter, store_kind
 META_FILE = "tilde.json"
 TILDE_STORE = store_kind("a TILDE store", META_FILE, lambda meta: "vocab_size" in meta and "documents" in meta)
 
+# `tilde.json`'s "passage_terms" in a store whose passage terms are whole passages (TILDE-DL reads
+# them); stores written before had them cut at 64 tokens and lack this value.
+PASSAGE_TERMS = "all tokens"
+
 
 class TildeStore:
     """Per-passage TILDE outputs written at expansion time, read by the TILDE-QL re-ranker.
 
     Layout of the folder: `docids.txt`; `log_likelihoods.f16`, a float16 documents x |V| matrix of
     log P(t|d) read through a memory map (re-ranking touches only the candidates' rows);
-    `passage_terms.i32` + `passage_offsets.i64`, each passage's scored token ids (for TILDE-DL);
+    `passage_terms.i32` + `passage_offsets.i64`, each passage's scored token ids over the whole
+    passage (for TILDE-DL);
     `tilde.json`, the model and sizes. Written by `TildeStoreWriter`.
     """
 

@@ -20,6 +20,7 @@ from ..core.options import non_negative_float, positive_int
 from ..encoders.tilde import TildeModel
 from . import register
 from .data import Batch
+from .losses import contrastive_loss
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--passage-terms-weight", type=non_negative_float, default=0.0,
                         help="add this weight x the loss of every passage of the batch predicting its own "
                              "terms (self-supervision from the corpus, beyond BiQDL; default: 0, BiQDL only)")
+    parser.add_argument("--ranking-weight", type=non_negative_float, default=0.0,
+                        help="add this weight x the contrastive loss of the TILDE-QL scores (sum over the query's "
+                             "terms of log P(q_i|d)): each query's positive against its hard negatives and the "
+                             "batch's other passages (beyond BiQDL; default: 0, BiQDL only)")
 
 
 class TildeFamily(torch.nn.Module):
@@ -44,6 +49,7 @@ class TildeFamily(torch.nn.Module):
         self.register_buffer("valid", valid, persistent=False)
         self.balanced = bool(getattr(args, "balanced", False))
         self.passage_terms_weight = float(getattr(args, "passage_terms_weight", 0.0) or 0.0)
+        self.ranking_weight = float(getattr(args, "ranking_weight", 0.0) or 0.0)
 
     def targets(self, texts: list[str], side: str) -> torch.Tensor:
         labels = torch.zeros(len(texts), self.tilde.vocab_size)
@@ -60,22 +66,34 @@ class TildeFamily(torch.nn.Module):
         return ((losses * present).sum(1) / present.sum(1).clamp(min=1)
                 + (losses * absent).sum(1) / absent.sum(1).clamp(min=1)).mean()
 
+    def query_likelihoods(self, queries: list[str], logits: torch.Tensor) -> torch.Tensor:
+        """B queries x N passages TILDE-QL scores, sum over each query's terms of log P(q_i|d),
+        exactly as the re-ranker computes them (repeated terms count again)."""
+        counts = torch.zeros(len(queries), self.tilde.vocab_size)
+        for row, text in enumerate(queries):
+            for term in self.tilde.scored_terms(text):
+                counts[row, term] += 1
+        return counts @ F.logsigmoid(logits).T
+
     def loss(self, batch: Batch, step: int):
+        every_passage = bool(self.passage_terms_weight or self.ranking_weight)  # negatives too, not only positives
+        logits = self.tilde.first_logits(batch.documents if every_passage else batch.documents[:: batch.group_size],
+                                         "documents")
+        positives = logits[:: batch.group_size] if every_passage else logits
         passages = batch.documents[:: batch.group_size]
-        if self.passage_terms_weight:  # every passage of the batch, for the self-supervised term
-            all_logits = self.tilde.first_logits(batch.documents, "documents")
-            passage_logits = all_logits[:: batch.group_size]
-        else:
-            passage_logits = self.tilde.first_logits(passages, "documents")
-        query_likelihood = self.likelihood_loss(passage_logits, self.targets(batch.queries, "queries"))
+        query_likelihood = self.likelihood_loss(positives, self.targets(batch.queries, "queries"))
         document_likelihood = self.likelihood_loss(self.tilde.first_logits(batch.queries, "queries"),
                                                    self.targets(passages, "documents"))
         loss = (query_likelihood + document_likelihood) / 2
         logs = {"ql": float(query_likelihood.detach()), "dl": float(document_likelihood.detach())}
         if self.passage_terms_weight:
-            own_terms = self.likelihood_loss(all_logits, self.targets(batch.documents, "documents"))
+            own_terms = self.likelihood_loss(logits, self.targets(batch.documents, "documents"))
             loss = loss + self.passage_terms_weight * own_terms
             logs["own"] = float(own_terms.detach())
+        if self.ranking_weight:
+            ranking = contrastive_loss(self.query_likelihoods(batch.queries, logits), batch.group_size)
+            loss = loss + self.ranking_weight * ranking
+            logs["rank"] = float(ranking.detach())
         return loss, logs
 
     def save(self, folder) -> None:
