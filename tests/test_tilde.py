@@ -140,7 +140,7 @@ def test_alpha_out_of_range_and_a_store_with_cut_passages_are_refused(collection
     common = ("--reranker", "tilde", "--run", collection / "run.txt", "--queries", collection / "queries.tsv",
               "--output", tmp_path / "run.txt")
     result = run_tool("rerank", *common, "--store", store, "--alpha", "1.5")
-    assert result.returncode == 2 and "--alpha must be in [0, 1], got 1.5" in error_lines(result)[0]
+    assert result.returncode == 2 and "argument --alpha: expected a number in [0, 1], got '1.5'" in result.stderr
     old = tmp_path / "old.store"
     old.mkdir()
     for path in store.iterdir():
