@@ -152,6 +152,14 @@ def test_margins_and_floors(tmp_path):
         "trained: recall_100 = 0.89, expected >= bm25's 0.9 + 0 = 0.9"]
 
 
+def test_a_negative_margin_bounds_how_far_below_a_run_may_fall(tmp_path):
+    spec = loaded(tmp_path, {"bm25": {"ndcg_cut_10": {"at_least": 0}},
+                             "tiny": {"ndcg_cut_10": {"at_least": 0, "above": {"bm25": -0.06}}}})
+    assert check_expectations(spec, {"bm25": {"ndcg_cut_10": 0.78}, "tiny": {"ndcg_cut_10": 0.72}}) == []
+    assert check_expectations(spec, {"bm25": {"ndcg_cut_10": 0.78}, "tiny": {"ndcg_cut_10": 0.7199}}) == [
+        "tiny: ndcg_cut_10 = 0.7199, expected >= bm25's 0.78 - 0.06 = 0.72"]
+
+
 def test_efficiency_expectations(tmp_path):
     spec = loaded(tmp_path, {"run": {"ndcg_cut_10": {"at_least": 0}}}, {"index": {"file": "f", "expected": {
         "avg_nonzeros_per_document": {"value": 247.0, "tolerance": 1.0},

@@ -216,7 +216,9 @@ def _ranges(expectation: dict, baselines: dict[str, float]) -> list[tuple[float,
         ranges.append((-math.inf, expectation["at_most"], f"<= {_number(expectation['at_most'])}"))
     for run, margin in expectation.get("above", {}).items():
         floor = baselines[run] + margin
-        ranges.append((floor, math.inf, f">= {run}'s {_number(baselines[run])} + {_number(margin)} = {_number(floor)}"))
+        sign = "+" if margin >= 0 else "-"  # a negative margin: at most this far below that run
+        ranges.append((floor, math.inf,
+                       f">= {run}'s {_number(baselines[run])} {sign} {_number(abs(margin))} = {_number(floor)}"))
     return ranges
 
 
