@@ -21,6 +21,7 @@ REGRESSIONS = ["scifact-bm25.yaml", "scifact-splade-tiny.yaml",
                pytest.param("scifact-ssr-finetuned.yaml", marks=ON_REQUEST),  # trains: ~40 min after embedding
                pytest.param("scifact-splade-tiny-finetuned.yaml", marks=ON_REQUEST),  # trains: ~30 min
                pytest.param("scifact-tildev2.yaml", marks=ON_REQUEST),  # trains: ~1 h
+               pytest.param("scifact-tilde.yaml", marks=ON_REQUEST),  # trains: ~25 min
                pytest.param("scifact-sparseembed.yaml", marks=ON_REQUEST)]
 # The CI tier: one short reproduction per family (subsets of SciFact, short schedules), each with
 # margins over its untrained model and a baseline on the same subset; every file in eval/regressions/ci.

@@ -151,3 +151,34 @@ def test_alpha_out_of_range_and_a_store_with_cut_passages_are_refused(collection
     result = run_tool("rerank", *common, "--store", old, "--alpha", "0.5")
     assert result.returncode == 2 and "its passage terms stop at 64 tokens" in error_lines(result)[0]
     assert run_tool("rerank", *common, "--store", old).returncode == 0  # TILDE-QL reads no passage terms
+
+
+@pytest.mark.parametrize("query,first", [("which immune cells fight infection?", "other"),
+                                         ("do calcium supplements protect bones?", "short")])
+def test_with_oracle_likelihoods_the_passage_holding_the_query_terms_ranks_first(tilde_model, collection, query,
+                                                                                first, tmp_path):
+    """Candidate ids, query tokenisation and sign, end to end: a store whose log P(t|d) is log 0.9 for
+    the passage's own tokens and log 0.01 for all others (rows in another order than the run's) makes
+    TILDE-QL rank first the one candidate holding the query's scored terms, whatever its first-stage rank."""
+    from transformers import BertTokenizer
+
+    from lsr_pyserini.stores.tilde import TildeStoreWriter
+
+    ids = BertTokenizer.from_pretrained(tilde_model).convert_tokens_to_ids
+    vocab_size = len(BertTokenizer.from_pretrained(tilde_model))
+    docids = sorted(PASSAGES, reverse=True)  # store rows: short, other, long; run order: short, long, other
+    likelihoods = []
+    for docid in docids:
+        row = torch.full((vocab_size,), float(np.log(0.01)))
+        row[ids(PASSAGES[docid])] = float(np.log(0.9))
+        likelihoods.append(row)
+    store = tmp_path / "oracle.store"
+    TildeStoreWriter(str(store)).write(docids, likelihoods, [ids(PASSAGES[d]) for d in docids],
+                                       {"model": str(tilde_model), "vocab_size": vocab_size, "passage_terms": "all tokens"})
+    (tmp_path / "queries.tsv").write_text(f"q1\t{query}\n")
+    output = tmp_path / "run.txt"
+    result = run_tool("rerank", "--reranker", "tilde", "--run", collection / "run.txt", "--queries",
+                      tmp_path / "queries.tsv", "--store", store, "--output", output)
+    assert result.returncode == 0, result.stderr
+    ranked = read_run(str(output))["q1"]
+    assert ranked[0][0] == first and ranked[0][1] > ranked[1][1] + 1, ranked
