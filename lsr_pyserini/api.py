@@ -108,6 +108,9 @@ class Searcher:
     - `encoder=None`: BM25 on a plain index (`bm25=(k1, b)`, default Pyserini's 0.9, 0.4).
     - `encoder=` a sparse preset or checkpoint: impact search with on-the-fly query encoding.
     - `encoder=` a `train bm25aug` checkpoint: augmented BM25 queries on its WordPiece index.
+    - `engine="seismic"` (the `[seismic]` extra): impact search in a Seismic index of the same shards
+      (`python -m lsr_pyserini.seismic index`), exact by default; `engine_options` may set
+      `query_cut` and `heap_factor` (docs/seismic.md).
     - `reranker=` a registered re-ranker name with its `store`: the first stage's top `candidates`
       re-scored, fused with the first stage when `interpolate` is a weight in [0, 1].
     """
@@ -115,8 +118,9 @@ class Searcher:
     def __init__(self, index: str, encoder: str | None = None, reranker: str | None = None,
                  store: str | None = None, interpolate: float | None = None, fusion: str = "minmax",
                  candidates: int = 1000, reranker_options: dict | None = None,
-                 bm25: tuple[float, float] | None = None, encoder_options: dict | None = None):
-        from .first_stage import first_stage_searcher
+                 bm25: tuple[float, float] | None = None, encoder_options: dict | None = None,
+                 engine: str = "lucene", engine_options: dict | None = None):
+        from .first_stage import ENGINES, first_stage_searcher, seismic_first_stage
 
         if not Path(index).is_dir():
             raise InputError(f"{index}: no such index folder")
@@ -125,7 +129,14 @@ class Searcher:
         candidates = checked("candidates", candidates, positive_int)
         if bm25 is not None:
             bm25_check(*bm25)
-        self.first_stage = first_stage_searcher(index, encoder, bm25, encoder_options or {})
+        if engine not in ENGINES:
+            raise InputError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        if engine == "seismic":
+            self.first_stage = seismic_first_stage(index, encoder, bm25, encoder_options or {}, engine_options or {})
+        elif engine_options:
+            raise InputError(f"engine_options {sorted(engine_options)} apply to engine='seismic'")
+        else:
+            self.first_stage = first_stage_searcher(index, encoder, bm25, encoder_options or {})
         self.reranker = None
         if reranker is not None:
             from .rerankers import build_reranker

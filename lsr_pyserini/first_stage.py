@@ -6,6 +6,9 @@
 - Augmented BM25: the `bm25aug queries` lines, searched by `LuceneSearcher` with whitespace
   analysis and the BM25 parameters the model was trained with (as `lucene search --bm25 --pretokenized`).
 
+- Seismic (`engine="seismic"`, the `[seismic]` extra): the same `QueryEncoder` impacts searched in a
+  Seismic index of the same shards (`python -m lsr_pyserini.seismic index`); exact by default.
+
 Scores are kept at the precision of a TREC run file (6 decimals), so that re-ranking and fusion
 through the API and through the `rerank` command on the written run give identical runs.
 """
@@ -68,6 +71,54 @@ def first_stage_searcher(index: str, encoder: str | None, bm25: tuple[float, flo
     from .api import QueryEncoder
 
     return LuceneFirstStage(LuceneImpactSearcher(index, query_encoder=QueryEncoder(encoder, **encoder_options)))
+
+
+class SeismicFirstStage:
+    """Impact search in a Seismic index, queries encoded on the fly (`QueryEncoder`)."""
+
+    def __init__(self, searcher, query_encoder, query_cut: int | None, heap_factor: float):
+        self.searcher, self.query_encoder = searcher, query_encoder
+        self.query_cut, self.heap_factor = query_cut, heap_factor
+
+    def search(self, texts: list[str], qids: list[str], k: int, threads: int = 1) -> Run:
+        queries = list(zip(qids, self.query_encoder.batch_encode(texts)))
+        if threads == 1:
+            run = self.searcher.search(queries, k, self.query_cut, self.heap_factor)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(threads) as pool:
+                rankings = pool.map(lambda query: self.searcher.search_one(*query, k, self.query_cut,
+                                                                           self.heap_factor), queries)
+                run = dict(zip(qids, rankings))
+        return {qid: [(docid, run_precision(score)) for docid, score in run.get(qid, [])] for qid in qids}
+
+
+ENGINES = ("lucene", "seismic")
+SEISMIC_OPTIONS = ("query_cut", "heap_factor")
+
+
+def seismic_first_stage(index: str, encoder: str | None, bm25: tuple[float, float] | None, encoder_options: dict,
+                        engine_options: dict) -> SeismicFirstStage:
+    """The Seismic searcher for `index` (a `seismic index` folder) and a sparse `encoder`."""
+    from .core.options import checked, positive_float, positive_int
+    from .stores.seismic import SeismicSearcher
+
+    unknown = sorted(set(engine_options) - set(SEISMIC_OPTIONS))
+    if unknown:
+        raise InputError(f"engine 'seismic' has no option {unknown[0]!r} (options: {', '.join(SEISMIC_OPTIONS)})")
+    if encoder is None or bm25 is not None:
+        raise InputError("engine 'seismic' serves impact indexes: give a sparse encoder (and no bm25=)")
+    if _is_bm25aug(encoder):
+        raise InputError(f"engine 'seismic' serves impact indexes; {encoder!r} is a bm25aug model (use engine='lucene')")
+    query_cut = engine_options.get("query_cut")
+    if query_cut is not None:
+        query_cut = checked("query_cut", query_cut, positive_int)
+    heap_factor = checked("heap_factor", engine_options.get("heap_factor", 1.0), positive_float)
+    searcher = SeismicSearcher(index)
+    from .api import QueryEncoder
+
+    return SeismicFirstStage(searcher, QueryEncoder(encoder, **encoder_options), query_cut, heap_factor)
 
 
 def _is_bm25aug(encoder: str) -> bool:

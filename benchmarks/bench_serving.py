@@ -1,0 +1,172 @@
+"""Serving latency: Lucene impact search (Pyserini's `LuceneImpactSearcher`) against Seismic, exact
+and one fast setting, on the same vectors and the same queries, one thread, in one run.
+
+    python benchmarks/bench_serving.py --vectors DIR --queries Q.tsv --lucene-index IDX --qrels QRELS --json OUT
+        [--seismic-index DIR] [--fast "query_cut=10,heap_factor=1.0"] [--fast-index DIR --fast-build "n_postings=..."]
+
+DIR: the JsonVectorCollection shards (`encode corpus`); Q.tsv: the impact query TSV (`encode
+queries`); IDX: the Lucene impact index of DIR. The exact Seismic index is built from DIR into
+--seismic-index (default: beside OUT) unless one is already there; the fast setting searches it
+(or --fast-index, built with --fast-build when absent). For k=10 and k=1000 it prints mean, p50 and
+p99 ms per query (query encoding excluded: every engine gets the same integer impacts), with
+nDCG@10 and R@1000 of each engine's k=1000 run, whether the exact run is line-identical to
+Lucene's, and the speed-up over Lucene. It prints figures; it asserts nothing about time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lsr_pyserini.core.evaluation import evaluate_run  # noqa: E402
+from lsr_pyserini.core.options import NamedNumbers, Number, positive_int  # noqa: E402
+from lsr_pyserini.core.writer import run_lines  # noqa: E402
+from lsr_pyserini.stores.seismic import (SeismicBuild, SeismicSearcher, build_seismic_index,  # noqa: E402
+                                         read_impact_queries)
+
+SEARCH_KNOBS = NamedNumbers(("query_cut", "heap_factor"), Number(integer=False, low=0, low_open=True), "knob")
+BUILD_KNOBS = NamedNumbers(("n_postings", "summary_energy", "centroid_fraction", "max_fraction", "doc_cut"),
+                           Number(integer=False, low=0, low_open=True), "build setting")
+
+
+class GivenImpacts:
+    """Pyserini's query-encoder interface for queries already encoded: encode(impacts) -> impacts."""
+
+    def encode(self, impacts, **_):
+        return impacts
+
+
+def timed(search, queries, k):
+    """({qid: [(docid, score)]}, per-query ms) searching one query at a time."""
+    run, times = {}, []
+    for qid, impacts in queries:
+        started = time.perf_counter()
+        run[qid] = search(qid, impacts, k)
+        times.append(1000 * (time.perf_counter() - started))
+    return run, np.array(times)
+
+
+def lucene_search(index):
+    from lsr_pyserini.core.java import start_jvm
+
+    start_jvm()
+    from pyserini.search.lucene import LuceneImpactSearcher
+
+    searcher = LuceneImpactSearcher(index, query_encoder=GivenImpacts())
+
+    def search(qid, impacts, k):
+        return [(hit.docid, float(hit.score)) for hit in searcher.search(impacts, k)]
+
+    return search, searcher.num_docs
+
+
+def seismic_search(searcher, query_cut=None, heap_factor=1.0):
+    cut = None if query_cut is None else int(query_cut)
+    return lambda qid, impacts, k: searcher.search_one(qid, impacts, k, cut, heap_factor)
+
+
+def write_run(run, path):
+    with open(path, "w") as handle:
+        handle.writelines(run_lines(run, "bench"))
+
+
+def quality(qrels, run, path):
+    write_run(run, path)
+    values = evaluate_run(qrels, str(path))
+    return values["ndcg_cut_10"]["all"], values["recall_1000"]["all"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--vectors", required=True, help="JsonVectorCollection shards (encode corpus --output)")
+    parser.add_argument("--queries", required=True, help="impact query TSV (encode queries --output)")
+    parser.add_argument("--lucene-index", required=True, help="Lucene impact index of --vectors")
+    parser.add_argument("--qrels", required=True, help="TREC qrels")
+    parser.add_argument("--json", required=True, help="figures written here")
+    parser.add_argument("--seismic-index", help="exact Seismic index (built here when absent; default: beside --json)")
+    parser.add_argument("--fast", type=SEARCH_KNOBS, default={"query_cut": 10, "heap_factor": 1.0},
+                        help="the fast setting's search knobs (default: query_cut=10,heap_factor=1.0)")
+    parser.add_argument("--fast-index", help="index for the fast setting (default: the exact index)")
+    parser.add_argument("--fast-build", type=BUILD_KNOBS, default={},
+                        help="build settings of --fast-index when it is absent, e.g. n_postings=2000,summary_energy=0.4")
+    parser.add_argument("--ks", type=positive_int, nargs="+", default=[10, 1000], help="depths (default: 10 1000)")
+    parser.add_argument("--warmup", type=positive_int, default=20, help="queries searched first, untimed (default: 20)")
+    parser.add_argument("--engines", nargs="+", default=["lucene", "seismic-exact", "seismic-fast"],
+                        help="engines to run (default: all three)")
+    args = parser.parse_args()
+
+    out = Path(args.json)
+    queries = read_impact_queries(args.queries)
+    exact_dir = Path(args.seismic_index or out.with_name(out.stem + ".seismic"))
+    if not exact_dir.is_dir():
+        manifest = build_seismic_index(args.vectors, str(exact_dir), SeismicBuild(threads=1))
+        print(f"built the exact Seismic index in {manifest['build_seconds']:.1f}s", file=sys.stderr)
+    engines = {}
+    exact = SeismicSearcher(str(exact_dir))
+    if "lucene" in args.engines:
+        engines["lucene"] = lucene_search(args.lucene_index)[0]
+    if "seismic-exact" in args.engines:
+        engines["seismic-exact"] = seismic_search(exact)
+    if "seismic-fast" in args.engines:
+        fast_searcher = exact
+        if args.fast_index:
+            if not Path(args.fast_index).is_dir():
+                build = {key: (int(v) if key in ("n_postings", "doc_cut") else v) for key, v in args.fast_build.items()}
+                manifest = build_seismic_index(args.vectors, args.fast_index, SeismicBuild(threads=1, **build))
+                print(f"built the fast Seismic index in {manifest['build_seconds']:.1f}s", file=sys.stderr)
+            fast_searcher = SeismicSearcher(args.fast_index)
+        engines["seismic-fast"] = seismic_search(fast_searcher, **args.fast)
+
+    figures = {"queries": len(queries), "documents": exact.documents, "fast": args.fast,
+               "fast_index": args.fast_index, "fast_build": args.fast_build, "cpu": _cpu_model(), "load_before": os.getloadavg(), "engines": {}}
+    runs = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, search in engines.items():
+            timed(search, queries[: args.warmup], max(args.ks))  # JIT, caches, page faults
+            for k in args.ks:
+                run, times = timed(search, queries, k)
+                runs[(name, k)] = run
+                entry = {"mean_ms": float(times.mean()), "p50_ms": float(np.percentile(times, 50)),
+                         "p99_ms": float(np.percentile(times, 99))}
+                entry["ndcg_cut_10"], entry["recall_1000"] = quality(args.qrels, run, Path(scratch) / f"{name}.{k}")
+                figures["engines"].setdefault(name, {})[str(k)] = entry
+    figures["load_after"] = os.getloadavg()
+    if "lucene" in engines:
+        for name in engines:
+            for k in args.ks:
+                same = sum(runs[(name, k)][qid] == runs[("lucene", k)][qid] for qid, _ in queries)
+                entry = figures["engines"][name][str(k)]
+                entry["queries_identical_to_lucene"] = same
+                entry["speedup_over_lucene"] = figures["engines"]["lucene"][str(k)]["mean_ms"] / entry["mean_ms"]
+    out.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"{figures['documents']:,} documents, {len(queries)} queries, one thread; CPU {figures['cpu']}; "
+          f"load {figures['load_before'][0]:.1f} -> {figures['load_after'][0]:.1f}")
+    print(f"{'engine':<14} {'k':>5} {'mean ms':>9} {'p50 ms':>8} {'p99 ms':>8} {'nDCG@10':>8} {'R@1000':>7} "
+          f"{'x Lucene':>8} {'= Lucene':>8}")
+    for name, per_k in figures["engines"].items():
+        for k, e in per_k.items():
+            print(f"{name:<14} {k:>5} {e['mean_ms']:9.2f} {e['p50_ms']:8.2f} {e['p99_ms']:8.2f} "
+                  f"{e['ndcg_cut_10']:8.4f} {e['recall_1000']:7.4f} {e.get('speedup_over_lucene', 0):8.2f} "
+                  f"{e.get('queries_identical_to_lucene', '-'):>8}")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+if __name__ == "__main__":
+    main()

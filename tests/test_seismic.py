@@ -1,0 +1,180 @@
+"""Seismic, the second serving engine (`[seismic]` extra): on the sample collection encoded with
+SPLADE-tiny, the exact Seismic run equals the Lucene run line for line (docids, ranks, scores);
+`Searcher(engine="seismic")` equals the command; ties are ordered by docid; the large-vocabulary
+path; the missing extra and bad inputs are one line each."""
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pytest
+
+from conftest import SAMPLE, error_lines, run_tool
+from lsr_pyserini.core.errors import InputError
+from lsr_pyserini.core.readers import read_queries
+
+pytest.importorskip("seismic", reason="the [seismic] extra (pyseismic-lsr) is not installed")
+
+from lsr_pyserini.stores import seismic as engine  # noqa: E402
+
+QUERIES = SAMPLE / "queries.test.tsv"
+CORPUS = SAMPLE / "corpus.jsonl"
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    """SPLADE-tiny vectors of the sample, its Lucene and Seismic indexes and their full runs."""
+    work = tmp_path_factory.mktemp("seismic")
+    steps = [
+        ("encode", "corpus", "--input", CORPUS, "--output", work / "vectors", "--quiet"),
+        ("encode", "queries", "--input", QUERIES, "--output", work / "queries.tsv", "--quiet"),
+        ("lucene", "index", "--collection", "JsonVectorCollection", "--input", work / "vectors", "--index",
+         work / "lucene", "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
+         "--threads", "1"),
+        ("lucene", "search", "--index", work / "lucene", "--topics", work / "queries.tsv", "--output",
+         work / "run.lucene.txt", "--impact", "--hits", "1000"),
+        ("seismic", "index", "--input", work / "vectors", "--index", work / "seismic"),
+        ("seismic", "search", "--index", work / "seismic", "--topics", work / "queries.tsv", "--output",
+         work / "run.seismic.txt", "--hits", "1000"),
+    ]
+    for tool, *args in steps:
+        run_tool(tool, *args, check=True)
+    return work
+
+
+def without_tag(path):
+    return [line.rsplit(" ", 1)[0] for line in path.read_text().splitlines()]
+
+
+def test_exact_seismic_run_is_the_lucene_run_line_for_line(sample):
+    lucene, seismic = without_tag(sample / "run.lucene.txt"), without_tag(sample / "run.seismic.txt")
+    assert len(lucene) > 20 and len({line.split()[0] for line in lucene}) == 7
+    assert seismic == lucene
+    manifest = json.loads((sample / "seismic" / "seismic.json").read_text())
+    assert manifest["exact"] and manifest["documents"] == 12 and not manifest["large_vocabulary"]
+
+
+def test_searcher_with_the_seismic_engine_equals_the_command(sample):
+    import lsr_pyserini
+
+    loaded = list(read_queries(str(QUERIES)))
+    texts, qids = [q.text for q in loaded], [q.id for q in loaded]
+    searcher = lsr_pyserini.Searcher(str(sample / "seismic"), encoder="splade-tiny", engine="seismic")
+    expected = {}
+    for line in without_tag(sample / "run.seismic.txt"):
+        qid, _, docid, _, score = line.split()
+        expected.setdefault(qid, []).append((docid, float(score)))
+    for threads in (1, 2):
+        got = searcher.batch_search(texts, qids, k=5, threads=threads)
+        assert {qid: [(h.docid, h.score) for h in hits] for qid, hits in got.items()} == \
+            {qid: expected.get(qid, [])[:5] for qid in qids}
+    cut = lsr_pyserini.Searcher(str(sample / "seismic"), encoder="splade-tiny", engine="seismic",
+                                engine_options={"query_cut": 1})
+    assert cut.search(texts[0], k=3) != searcher.search(texts[0], k=3)  # one query term: another ranking
+    for kwargs, message in [
+        ({"engine": "elastic"}, "engine 'elastic': expected one of lucene, seismic"),
+        ({"engine": "seismic", "engine_options": {"heap": 1}}, "engine 'seismic' has no option 'heap'"),
+        ({"engine": "seismic", "engine_options": {"heap_factor": 0}}, "heap_factor: expected a number > 0"),
+        ({"engine_options": {"query_cut": 3}}, "apply to engine='seismic'"),
+    ]:
+        with pytest.raises(InputError, match=message):
+            lsr_pyserini.Searcher(str(sample / "seismic"), encoder="splade-tiny", **kwargs)
+    with pytest.raises(InputError, match="not a Seismic index"):
+        lsr_pyserini.Searcher(str(sample / "lucene"), encoder="splade-tiny", engine="seismic")
+    with pytest.raises(InputError, match="serves impact indexes"):
+        lsr_pyserini.Searcher(str(sample / "seismic"), engine="seismic")
+
+
+def write_shard(folder, vectors: dict[str, dict]):
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "part-00000.jsonl", "w") as handle:
+        for docid, vector in vectors.items():
+            handle.write(json.dumps({"id": docid, "contents": "", "vector": vector}) + "\n")
+    return folder
+
+
+def brute_force(vectors, query, k):
+    scores = {docid: sum(query.get(term, 0) * impact for term, impact in vector.items())
+              for docid, vector in vectors.items()}
+    return sorted(((d, float(s)) for d, s in scores.items() if s > 0), key=lambda hit: (-hit[1], hit[0]))[:k]
+
+
+def tied_collection():
+    """60 documents whose scores tie in large groups (only 3 distinct vectors)."""
+    shapes = [{"a": 2, "b": 1}, {"a": 1, "c": 3}, {"b": 2, "c": 1}]
+    return {f"doc{(i * 37) % 60:02d}": dict(shapes[i % 3]) for i in range(60)}
+
+
+def test_ties_are_ordered_by_docid_even_beyond_k(tmp_path):
+    vectors = tied_collection()
+    engine.build_seismic_index(str(write_shard(tmp_path / "v", vectors)), str(tmp_path / "ix"))
+    searcher = engine.SeismicSearcher(str(tmp_path / "ix"))
+    for query in ({"a": 1}, {"a": 3, "b": 1, "c": 2}, {"c": 5, "zzz": 4}):
+        for k in (1, 7, 20, 21, 100):
+            assert searcher.search_one("q", query, k) == brute_force(vectors, query, k), (query, k)
+    assert searcher.search_one("q", {"unknown": 3}, 10) == []
+
+
+def test_large_vocabulary_index_and_refusal(tmp_path, monkeypatch):
+    vectors = tied_collection()
+    shards = write_shard(tmp_path / "v", vectors)
+    monkeypatch.setattr(engine, "SMALL_VOCABULARY", 2)  # 3 terms: beyond the (lowered) 16-bit limit
+    with pytest.raises(InputError, match="3 distinct terms exceed Seismic's 16-bit component ids"):
+        engine.build_seismic_index(str(shards), str(tmp_path / "refused"),
+                                   engine.SeismicBuild(large_vocabulary="never"))
+    assert not (tmp_path / "refused").exists() or not any((tmp_path / "refused").iterdir())
+    manifest = engine.build_seismic_index(str(shards), str(tmp_path / "lv"))
+    assert manifest["large_vocabulary"]
+    searcher = engine.SeismicSearcher(str(tmp_path / "lv"))
+    assert type(searcher.index).__name__ == "SeismicIndexLV"
+    query = {"a": 3, "b": 1, "c": 2}
+    assert searcher.search_one("q", query, 25) == brute_force(vectors, query, 25)
+
+
+def test_beyond_65536_terms_the_16_bit_index_is_refused_in_one_line(tmp_path):
+    vectors = {f"d{i}": {f"t{i}_{j}": 1 for j in range(1093)} for i in range(60)}  # 65,580 terms
+    with pytest.raises(InputError, match="65,580 distinct terms exceed Seismic's 16-bit component ids"):
+        engine.build_seismic_index(str(write_shard(tmp_path / "v", vectors)), str(tmp_path / "ix"),
+                                   engine.SeismicBuild(large_vocabulary="never"))
+
+
+def test_the_missing_extra_is_one_line_naming_it(tmp_path, monkeypatch):
+    from lsr_pyserini.seismic import main
+
+    monkeypatch.setitem(sys.modules, "seismic", None)  # import seismic raises ImportError
+    with pytest.raises(InputError, match=r"pip install 'lsr-pyserini\[seismic\]'"):
+        main(["index", "--input", str(tmp_path), "--index", str(tmp_path / "ix")])
+    (tmp_path / "seismic.json").write_text(json.dumps({"format": engine.FORMAT}))
+    with pytest.raises(InputError, match=r"pip install 'lsr-pyserini\[seismic\]'"):
+        engine.SeismicSearcher(str(tmp_path))
+
+
+def test_bad_inputs_are_one_line(tmp_path):
+    shards = write_shard(tmp_path / "v", {"d1": {"a": 1}})
+    bad = write_shard(tmp_path / "bad", {"d1": {"a": "x"}})
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("mine")
+    (tmp_path / "q.tsv").write_text("no tab here\n")
+    ok = run_tool("seismic", "index", "--input", shards, "--index", tmp_path / "ix")  # as a user runs it
+    assert ok.returncode == 0 and "indexed 1 documents" in ok.stderr, ok.stderr
+    from lsr_pyserini.seismic import main
+    cases = [
+        (("index", "--input", tmp_path / "absent", "--index", tmp_path / "x"), "no such folder"),
+        (("index", "--input", bad, "--index", tmp_path / "x"), "term 'a' has impact 'x'"),
+        (("index", "--input", shards, "--index", tmp_path / "ix"), "already exists: pass --overwrite"),
+        (("index", "--input", shards, "--index", tmp_path / "foreign"), "not written by this tool"),
+        (("search", "--index", tmp_path / "absent", "--topics", tmp_path / "q.tsv", "--output", tmp_path / "r"),
+         "no such Seismic index folder"),
+        (("search", "--index", tmp_path / "ix", "--topics", tmp_path / "q.tsv", "--output", tmp_path / "r"),
+         "expected 'qid<TAB>terms repeated by impact'"),
+    ]
+    for args, message in cases:
+        with pytest.raises(InputError, match=re.escape(message)):
+            main([str(arg) for arg in args])
+    result = run_tool("seismic", "search", "--index", tmp_path / "ix", "--topics", tmp_path / "q.tsv",
+                      "--output", tmp_path / "r")
+    assert result.returncode == 2 and len(error_lines(result)) == 1, result.stderr
+    (tmp_path / "ix" / "vocabulary.json").write_text("[\"a\"")  # truncated
+    with pytest.raises(InputError, match="truncated or not JSON"):
+        engine.SeismicSearcher(str(tmp_path / "ix"))
