@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{', large vocabulary' if manifest['large_vocabulary'] else ''})", file=sys.stderr)
         return
     output = claim_output(args.output, TREC_RUN, args.overwrite)
-    queries = read_impact_queries(args.topics)
     searcher = SeismicSearcher(args.index)
+    queries = read_impact_queries(args.topics)
     started = time.perf_counter()
     run = search_parallel(searcher, queries, args.hits, args.query_cut, args.heap_factor, args.threads)
     elapsed = time.perf_counter() - started

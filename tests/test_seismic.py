@@ -75,7 +75,7 @@ def test_searcher_with_the_seismic_engine_equals_the_command(sample):
     for kwargs, message in [
         ({"engine": "elastic"}, "engine 'elastic': expected one of lucene, seismic"),
         ({"engine": "seismic", "engine_options": {"heap": 1}}, "engine 'seismic' has no option 'heap'"),
-        ({"engine": "seismic", "engine_options": {"heap_factor": 0}}, "heap_factor: expected a number > 0"),
+        ({"engine": "seismic", "engine_options": {"heap_factor": 0}}, "heap_factor: expected a finite number > 0"),
         ({"engine_options": {"query_cut": 3}}, "apply to engine='seismic'"),
     ]:
         with pytest.raises(InputError, match=message):
