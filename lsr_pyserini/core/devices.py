@@ -160,7 +160,7 @@ def activate(device: str | None = "auto", dtype: str | None = "auto") -> Placeme
 
 
 @contextlib.contextmanager
-def placed(device: str | None = "auto", dtype: str | None = "auto"):
+def placed(device: str | Placement | None = None, dtype: str | None = None):
     """Models built inside run on this device in this dtype (the Python API's device=/dtype=). None
     for both keeps the placement already chosen (e.g. by an enclosing `placed`), else means auto."""
     if isinstance(device, Placement):
