@@ -92,15 +92,22 @@ def ndcg10(qrels: Path, run: Path) -> float:
 def side(work: Path, corpus: Path, queries: Path, qrels: Path, device: str, dtype: str, batch_size: int) -> dict:
     out = work / dtype
     common = ["--encoder", PRESET, "--device", device, "--dtype", dtype, "--batch-size", batch_size, "--quiet"]
-    seconds = tool("lsr_pyserini.encode", "corpus", "--input", corpus, "--output", out / "vectors", *common)
-    query_seconds = tool("lsr_pyserini.encode", "queries", "--input", queries, "--output", out / "queries.tsv",
-                         *common)
-    tool("lsr_pyserini.lucene", "index", "--collection", "JsonVectorCollection", "--input", out / "vectors",
-         "--index", out / "index", "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
-         "--threads", "1")
-    tool("lsr_pyserini.lucene", "search", "--index", out / "index", "--topics", out / "queries.tsv",
-         "--output", out / "run.txt", "--impact", "--hits", "1000")
-    return {"dtype": dtype, "encode_corpus_s": round(seconds, 1), "encode_queries_s": round(query_seconds, 1),
+    # each step's output already in --work (a complete one: outputs appear only when complete) is reused
+    done = (out / "vectors.manifest.json").is_file() and not (out / "vectors.partial").exists()
+    seconds = None if done else tool("lsr_pyserini.encode", "corpus", "--input", corpus, "--output",
+                                     out / "vectors", *common)
+    query_seconds = None if (out / "queries.tsv").is_file() else \
+        tool("lsr_pyserini.encode", "queries", "--input", queries, "--output", out / "queries.tsv", *common)
+    if not (out / "index").is_dir():
+        tool("lsr_pyserini.lucene", "index", "--collection", "JsonVectorCollection", "--input", out / "vectors",
+             "--index", out / "index", "--generator", "DefaultLuceneDocumentGenerator", "--impact",
+             "--pretokenized", "--threads", "1")
+    if not (out / "run.txt").is_file():
+        tool("lsr_pyserini.lucene", "search", "--index", out / "index", "--topics", out / "queries.tsv",
+             "--output", out / "run.txt", "--impact", "--hits", "1000")
+    if seconds is None:  # encoded earlier: its manifest has the time
+        seconds = json.loads((out / "vectors.manifest.json").read_text()).get("seconds_this_run")
+    return {"dtype": dtype, "encode_corpus_s": round(seconds or 0, 1), "encode_queries_s": query_seconds and round(query_seconds, 1),
             "ndcg_10": round(ndcg10(qrels, out / "run.txt"), 4),
             "documents": read_shards(out / "vectors"), "queries": read_query_tsv(out / "queries.tsv")}
 
@@ -113,7 +120,8 @@ def main() -> None:
     parser.add_argument("--docs", type=int, help="a subset of this many documents, judged ones included "
                                                   "(default: the whole corpus, 5,183 documents)")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
-    parser.add_argument("--work", help="folder for the encodings, indexes and runs (default: a temporary one)")
+    parser.add_argument("--work", help="folder for the encodings, indexes and runs; complete ones found there are "
+                                       "reused (default: a temporary folder)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args()
     from lsr_pyserini.core.devices import resolve_device

@@ -62,15 +62,15 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     """Train `model` (a family module) and save it to `output`; returns a summary."""
     from tqdm import tqdm
 
+    placement = current()  # --device/--dtype (core/devices.py): float32 master weights, autocast forward
+    if not placement.on_cpu and not getattr(model, "device_ready", False):
+        raise InputError(f"training {type(model).__name__} on {placement.device} is not supported yet: "
+                         f"use --device cpu (--dtype bfloat16 works there)")
     claim = claim_training_output(output, overwrite)
     if claim.present and overwrite:
         claim.clear()
     out = claim.path
     out.mkdir(parents=True, exist_ok=True)
-    placement = current()  # --device/--dtype (core/devices.py): float32 master weights, autocast forward
-    if not placement.on_cpu and not getattr(model, "device_ready", False):
-        raise InputError(f"training {type(model).__name__} on {placement.device} is not supported yet: "
-                         f"use --device cpu (--dtype bfloat16 works there)")
     model = placement.to(model)
     scaler = placement.grad_scaler()  # float16 only
     seed_everything(seed)
