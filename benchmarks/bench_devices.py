@@ -89,9 +89,11 @@ def ndcg10(qrels: Path, run: Path) -> float:
     return evaluate_run(str(qrels), str(run))["ndcg_cut_10"]["all"]
 
 
-def side(work: Path, corpus: Path, queries: Path, qrels: Path, device: str, dtype: str, batch_size: int) -> dict:
+def side(work: Path, corpus: Path, queries: Path, qrels: Path, device: str, dtype: str, batch_size: int,
+         threads: int | None) -> dict:
     out = work / dtype
-    common = ["--encoder", PRESET, "--device", device, "--dtype", dtype, "--batch-size", batch_size, "--quiet"]
+    common = ["--encoder", PRESET, "--device", device, "--dtype", dtype, "--batch-size", batch_size, "--quiet",
+              *(["--threads", threads] if threads else [])]
     # each step's output already in --work (a complete one: outputs appear only when complete) is reused
     done = (out / "vectors.manifest.json").is_file() and not (out / "vectors.partial").exists()
     seconds = None if done else tool("lsr_pyserini.encode", "corpus", "--input", corpus, "--output",
@@ -120,6 +122,8 @@ def main() -> None:
     parser.add_argument("--docs", type=int, help="a subset of this many documents, judged ones included "
                                                   "(default: the whole corpus, 5,183 documents)")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default: 32)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads of the encoders (default: all cores; "
+                                                     "give 1 on a busy machine)")
     parser.add_argument("--work", help="folder for the encodings, indexes and runs; complete ones found there are "
                                        "reused (default: a temporary folder)")
     parser.add_argument("--json", help="also write the figures to this JSON file")
@@ -144,7 +148,7 @@ def main() -> None:
 
     hardware = torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else \
         (os.popen("lscpu | sed -n 's/^Model name: *//p'").read().strip() or "CPU")
-    results = [side(work, corpus, queries, qrels, device, dtype, args.batch_size) for dtype in ("float32", half)]
+    results = [side(work, corpus, queries, qrels, device, dtype, args.batch_size, args.threads) for dtype in ("float32", half)]
     reference, other = results
     documents = agreement(reference["documents"], other["documents"])
     query_agreement = agreement(reference["queries"], other["queries"])
