@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .core.batching import encode_in_length_order
+from .core.devices import placed
 from .core.errors import InputError
 from .core.hf import read_family
 from .core.options import checked, positive_float, positive_int, probability
@@ -52,10 +53,14 @@ def encoder_settings(name_or_path: str = DEFAULT_ENCODER, **overrides) -> dict:
     return settings
 
 
-def load_encoder(name_or_path: str = DEFAULT_ENCODER, **settings) -> SparseEncoder:
+def load_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = None, dtype: str | None = None,
+                 **settings) -> SparseEncoder:
     """The sparse encoder `python -m lsr_pyserini.encode` uses for this preset or checkpoint;
-    `settings` override the preset's (e.g. `model=`, `doc_max_length=`, `pooling=`)."""
-    return build_encoder(encoder_settings(name_or_path, **settings))
+    `settings` override the preset's (e.g. `model=`, `doc_max_length=`, `pooling=`). `device`
+    (auto|cpu|cuda|cuda:N|mps) and `dtype` (auto|float32|float16|bfloat16) as the `--device` and
+    `--dtype` flags (docs/devices.md); None = auto (CPU float32 without CUDA: today's output)."""
+    with placed(device, dtype):
+        return build_encoder(encoder_settings(name_or_path, **settings))
 
 
 class QueryEncoder:
@@ -64,8 +69,10 @@ class QueryEncoder:
     Usable as Pyserini's query encoder: `LuceneImpactSearcher(index, query_encoder=QueryEncoder(...))`.
     """
 
-    def __init__(self, name_or_path: str = DEFAULT_ENCODER, **settings):
-        self._build(encoder_settings(name_or_path, **settings))
+    def __init__(self, name_or_path: str = DEFAULT_ENCODER, device: str | None = None, dtype: str | None = None,
+                 **settings):
+        with placed(device, dtype):  # as load_encoder's
+            self._build(encoder_settings(name_or_path, **settings))
 
     @classmethod
     def from_settings(cls, settings: dict) -> "QueryEncoder":
@@ -119,7 +126,16 @@ class Searcher:
                  store: str | None = None, interpolate: float | None = None, fusion: str = "minmax",
                  candidates: int = 1000, reranker_options: dict | None = None,
                  bm25: tuple[float, float] | None = None, encoder_options: dict | None = None,
-                 engine: str = "lucene", engine_options: dict | None = None):
+                 engine: str = "lucene", engine_options: dict | None = None,
+                 device: str | None = None, dtype: str | None = None):
+        """`device` and `dtype` place the query encoder and the re-ranker's model (as load_encoder's)."""
+        with placed(device, dtype) as placement:
+            self.placement = placement
+            self._open(index, encoder, reranker, store, interpolate, fusion, candidates, reranker_options, bm25,
+                       encoder_options, engine, engine_options)
+
+    def _open(self, index, encoder, reranker, store, interpolate, fusion, candidates, reranker_options, bm25,
+              encoder_options, engine, engine_options):
         from .first_stage import ENGINES, first_stage_searcher, seismic_first_stage
 
         if not Path(index).is_dir():
@@ -159,6 +175,10 @@ class Searcher:
 
     def batch_search(self, texts: list[str], qids: list[str], k: int = 10, threads: int = 1) -> dict[str, list[Hit]]:
         """{qid: hits} for each query; with a re-ranker, the top k of its re-scored candidates."""
+        with placed(self.placement):  # models a re-ranker loads on first use go there too
+            return self._batch_search(texts, qids, k, threads)
+
+    def _batch_search(self, texts: list[str], qids: list[str], k: int, threads: int) -> dict[str, list[Hit]]:
         if len(texts) != len(qids):
             raise InputError(f"{len(texts)} query texts for {len(qids)} query ids")
         k, threads = checked("k", k, positive_int), checked("threads", threads, positive_int)

@@ -27,6 +27,7 @@ import subprocess
 import sys
 
 from .core.cli import fail, progress_bar, run_main, set_threads, warn
+from .core.devices import activate, add_device_args
 from .core.errors import InputError
 from .core.hf import load_tokenizer
 from .core.options import positive_float, positive_int
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     queries.add_argument("--no-weighting", action="store_true", help="ablation: w(q) = 1 (augmentation only)")
     queries.add_argument("--batch-size", type=positive_int, default=32, help="queries per forward pass (default: 32)")
     queries.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
+    add_device_args(queries, "query model")
     queries.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -154,6 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "index":
         build_index(args)
     else:
+        activate(args.device, args.dtype)  # `index` runs no model: tokenizer only
         generate_queries(args)
 
 

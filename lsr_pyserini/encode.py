@@ -27,6 +27,7 @@ from . import __version__
 from .api import QueryEncoder, encoder_settings
 from .core.batching import encode_in_length_order
 from .core.cli import progress_bar, run_main, set_threads, warn
+from .core.devices import activate, add_device_args, current
 from .core.errors import InputError
 from .core.options import positive_float, positive_int, refuse_foreign
 from .core.outputs import JSON_LINES, QUERY_FILE, claim_output
@@ -67,8 +68,7 @@ def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:
     parser.add_argument("--pooling", choices=("max", "sum"), help="SPLADE pooling (default: the preset's)")
     parser.add_argument("--chat-template", metavar="FILE",
                         help="promptreps: Jinja chat template, for a tokenizer that has none (default: the tokenizer's)")
-    parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"),
-                        help="promptreps: model weights' type (default: auto = bfloat16 where the hardware has it)")
+    add_device_args(parser, "encoder")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"documents per part, the unit of resumption (default: {DEFAULT_SHARD_SIZE})")
     dense.add_argument("--overwrite", action="store_true",
                        help="replace an existing dense store (default: refuse; an interrupted run resumes)")
+    add_device_args(dense, "encoder")
     dense.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     dense.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -128,8 +129,7 @@ def setting_flags(side: str) -> dict[str, str]:
     prefix = "doc" if side == "corpus" else "query"
     return {"--model": "model", "--batch-size": "batch_size", "--max-length": f"{prefix}_max_length",
             "--top-k": f"{prefix}_top_k", "--impact-scale": "impact_scale", "--pooling": "pooling",
-            "--query-mode": "query_mode", "--query-weights": "query_weights", "--chat-template": "chat_template",
-            "--dtype": "dtype"}
+            "--query-mode": "query_mode", "--query-weights": "query_weights", "--chat-template": "chat_template"}
 
 
 def resolve_settings(args) -> dict:
@@ -181,6 +181,7 @@ def encode_corpus(args, settings: dict) -> None:
     elapsed = time.time() - started
     sparse_writer.finish({
         "toolkit_version": __version__,
+        "compute": current().describe(),  # informational: the dtype is in the settings when not float32
         "documents_written": documents,
         "empty_documents": check.empty,
         "avg_nonzeros_per_document": round(nonzeros / max(documents, 1), 3),
@@ -258,6 +259,7 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     settings = resolve_settings(args)
     set_threads(args.threads)
+    activate(args.device, args.dtype)  # every model below runs there (core/devices.py)
     if args.side == "dense":
         encode_dense(args)
     else:

@@ -17,6 +17,7 @@ import sys
 
 from .core.batching import encode_in_length_order
 from .core.cli import progress_bar, run_main
+from .core.devices import activate, add_device_args
 from .core.errors import InputError
 from .core.options import positive_int
 from .core.outputs import JSON_LINES, claim_output
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=positive_int, default=32, help="passages per forward pass (default: 32)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing expanded corpus / TILDE store (default: refuse to touch them)")
+    add_device_args(parser, "TILDE model")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -51,6 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     output = claim_output(args.output, JSON_LINES, args.overwrite) if args.output else None
     store = TildeStoreWriter(args.store, args.overwrite) if args.store else None
     check = CorpusCheck(args.input).run()
+    activate(args.device, args.dtype)
     tilde = TildeModel(args.model, doc_max_length=args.max_length)
     docs = list(read_corpus(args.input))
     progress = progress_bar(len(docs), args.quiet, "doc")

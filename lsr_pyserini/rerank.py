@@ -17,6 +17,7 @@ import sys
 import time
 
 from .core.cli import run_main, set_threads
+from .core.devices import activate, add_device_args
 from .core.errors import InputError
 from .core.fusion import NORMALISATIONS
 from .core.options import positive_int, probability
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=positive_int, default=32, help="queries per forward pass (default: 32)")
     parser.add_argument("--tag", help="run tag (default: the reranker's name, +fused with --interpolate)")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
+    add_device_args(parser, "query encoder")
     add_reranker_options(parser)
     return parser
 
@@ -64,6 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     options = {"model": args.model, "batch_size": args.batch_size,
                **reranker_options(args.reranker, vars(args))}
     set_threads(args.threads)
+    activate(args.device, args.dtype)
     run = read_run(args.run)
     if not run:
         raise InputError(f"{args.run}: run is empty")

@@ -12,6 +12,7 @@ import sys
 import time
 
 from .core.cli import run_main, set_threads
+from .core.devices import activate, add_device_args
 from .core.options import positive_int
 from .core.outputs import TREC_RUN, claim_output
 from .core.readers import InputError, read_queries
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=positive_int, default=32, help="queries per forward pass (default: 32)")
     parser.add_argument("--tag", default="dense", help="run tag (default: dense)")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
+    add_device_args(parser, "query encoder")
     return parser
 
 
@@ -40,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     output = claim_output(args.output, TREC_RUN, args.overwrite)
     set_threads(args.threads)
+    activate(args.device, args.dtype)
     queries = list(read_queries(args.queries))
     if not queries:
         raise InputError(f"{args.queries}: no queries")

@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+from .devices import current
 from .errors import InputError
 
 FAMILY_FILE = "lsr_family.json"
@@ -42,7 +43,8 @@ def write_family(path, family: str, **details) -> None:
 def load_quietly(loader, path: str, what: str, **kwargs):
     """`loader.from_pretrained(path, **kwargs)` with transformers' load report silenced (weights a
     head-less class does not use are expected); InputError when the checkpoint lacks weights. The model
-    computes in float32 whatever dtype the checkpoint stores (transformers 5 keeps the stored dtype)."""
+    computes in float32 whatever dtype the checkpoint stores (transformers 5 keeps the stored dtype), on
+    the active device (`core/devices.py`; half precision is autocast, the weights stay float32)."""
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
@@ -57,7 +59,7 @@ def load_quietly(loader, path: str, what: str, **kwargs):
     if missing:
         raise InputError(f"model {path!r}: {what} (missing {', '.join(missing[:3])}"
                          f"{', ...' if len(missing) > 3 else ''})")
-    return model.float()
+    return current().to(model.float())
 
 
 def read_family(path) -> dict:
@@ -91,4 +93,4 @@ def load_masked_lm(path: str, family: str = "splade"):
         raise InputError(
             f"model {path!r}: checkpoint {what} (missing {', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})"
         )
-    return model.float().eval()
+    return current().to(model.float()).eval()

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.errors import InputError
+from ..core.devices import current
 from ..core.hf import check_family, load_quietly, load_tokenizer, model_error, read_family
 from ..core.presets import resolve_model
 from . import register
@@ -157,6 +158,7 @@ class BgeM3Model:
         self.sparse_linear = _load_linear(self.path, SPARSE_HEAD_FILE, hidden, 1)
         self.colbert_linear = _load_linear(self.path, COLBERT_HEAD_FILE, hidden, None)
         self.tokenizer = load_tokenizer(self.path)
+        self.placement = current()  # the device and dtype the encoder runs on (core/devices.py)
         self.encoder = load_encoder(self.path)
         self.dropped_ids = dropped_token_ids(self.tokenizer)
         pieces = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
@@ -175,13 +177,18 @@ class BgeM3Model:
         if unknown:
             raise ValueError(f"unknown heads {sorted(unknown)} (known: {', '.join(HEADS)})")
         encoded = self._tokenize(texts, side)
-        hidden = self.encoder(**encoded).last_hidden_state.float()
+        hidden = self._hidden(encoded)
         mask = encoded["attention_mask"]
         return BgeM3Output(
             dense=F.normalize(hidden[:, 0], dim=-1) if "dense" in heads else None,
             sparse=self._sparse(hidden, encoded["input_ids"], mask) if "sparse" in heads else None,
             colbert=self._colbert(hidden, mask) if "colbert" in heads else None,
         )
+
+    def _hidden(self, encoded) -> torch.Tensor:
+        """The last hidden states, float32 on the CPU, where the (small) heads run."""
+        with self.placement.autocast():
+            return self.encoder(**self.placement.to(encoded)).last_hidden_state.float().cpu()
 
     def _sparse(self, hidden: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor) -> list[SparseVector]:
         return [{self.terms[i]: w for i, w in weights.items()} for weights in self._sparse_ids(hidden, input_ids, mask)]
@@ -203,7 +210,7 @@ class BgeM3Model:
     def encode_for_store(self, texts: list[str], side: str) -> tuple[BgeM3Output, list[dict[int, float]]]:
         """All three heads from one forward pass, the sparse head also as {vocabulary id: weight}."""
         encoded = self._tokenize(texts, side)
-        hidden = self.encoder(**encoded).last_hidden_state.float()
+        hidden = self._hidden(encoded)
         mask = encoded["attention_mask"]
         by_id = self._sparse_ids(hidden, encoded["input_ids"], mask)
         output = BgeM3Output(dense=F.normalize(hidden[:, 0], dim=-1),
@@ -320,7 +327,8 @@ class BgeM3Encoder(DenseVectorSide, SparseEncoder):
 
     def describe(self) -> dict:
         return {"family": "bgem3", **self.model.describe(),
-                "doc_top_k": self.top_k["documents"], "query_top_k": self.top_k["queries"]}
+                "doc_top_k": self.top_k["documents"], "query_top_k": self.top_k["queries"],
+                **self.model.placement.identity()}
 
 
 class BgeM3Dense:

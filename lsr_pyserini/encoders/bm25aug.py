@@ -32,6 +32,7 @@ import torch
 
 from ..core.batching import encode_in_length_order
 from ..core.errors import InputError
+from ..core.devices import current
 from ..core.hf import FAMILY_FILE, check_family, load_quietly, load_tokenizer, read_family, write_family
 from ..core.options import checked, positive_float, positive_int
 from ..core.presets import model_path, resolve_model
@@ -65,6 +66,7 @@ class QueryAugmenter(torch.nn.Module):
         allowed = torch.ones(vocab)
         allowed[torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)] = 0.0
         self.register_buffer("allowed", allowed, persistent=False)
+        self.placement = current()  # the device and dtype it runs on (core/devices.py)
 
     @classmethod
     def load(cls, reference: str, **overrides) -> "QueryAugmenter":
@@ -107,7 +109,7 @@ class QueryAugmenter(torch.nn.Module):
             model.load_heads(load_file(str(heads)))
         elif marker.is_file():
             raise InputError(f"model {reference!r}: {HEADS_FILE} missing from a bm25aug checkpoint")
-        return model
+        return model.placement.to(model)
 
     def load_heads(self, state: dict[str, torch.Tensor]) -> None:
         expected = self.augment_head.weight.shape
@@ -122,13 +124,14 @@ class QueryAugmenter(torch.nn.Module):
 
     def forward(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(boosts, bow, a), each B x |V|."""
-        encoded = self.tokenize(texts)
+        encoded = self.placement.to(self.tokenize(texts))
         ids = encoded["input_ids"]
         vocab = self.allowed.shape[0]
         keep = encoded["attention_mask"].float() * self.allowed[ids]
-        bow = torch.zeros(ids.shape[0], vocab).scatter_add_(1, ids, keep)
+        bow = torch.zeros(ids.shape[0], vocab, device=ids.device).scatter_add_(1, ids, keep)
         if self.augment or self.weighting:
-            hidden = self.body(**encoded).last_hidden_state
+            with self.placement.autocast():  # the transformer only: heads and pooling stay float32
+                hidden = self.body(**encoded).last_hidden_state.float()
         if self.augment:
             augmentation = torch.relu(self.augment_head(hidden[:, 0])) * self.allowed
         else:
@@ -165,7 +168,7 @@ class BM25AugEncoder(SparseEncoder):
 
     @torch.inference_mode()
     def encode_queries(self, texts: list[str]) -> list[SparseVector]:
-        boosts, _, _ = self.model(texts)
+        boosts = self.model(texts)[0].cpu()
         vectors = []
         for row in boosts:
             nonzero = torch.nonzero((row > 0) & (row >= self.min_weight)).squeeze(-1).tolist()
@@ -177,7 +180,7 @@ class BM25AugEncoder(SparseEncoder):
 
     def describe(self) -> dict:
         return {"augment": self.model.augment, "weighting": self.model.weighting,
-                "query_max_length": self.model.query_max_length}
+                "query_max_length": self.model.query_max_length, **self.model.placement.identity()}
 
 
 @register(FAMILY)

@@ -55,6 +55,7 @@ class TransformerDenseEncoder:
                  max_length: int | None = None, query_prefix: str = "", doc_prefix: str = ""):
         from transformers import AutoModel
 
+        from ..core.devices import current
         from ..core.hf import load_tokenizer, model_error
         from ..core.presets import resolve_model
 
@@ -67,8 +68,9 @@ class TransformerDenseEncoder:
         self.normalize = bool(defaults.get("normalize", False) if normalize is None else normalize)
         weights = defaults.get("transformer_path", self.path)
         self.tokenizer = load_tokenizer(weights)
+        self.placement = current()  # the device and dtype the model runs on (core/devices.py)
         try:
-            self.model = AutoModel.from_pretrained(weights).eval()
+            self.model = self.placement.to(AutoModel.from_pretrained(weights)).eval()
         except Exception as err:
             raise model_error(self.path, err) from None
         limit = getattr(self.model.config, "max_position_embeddings", 512)
@@ -82,7 +84,8 @@ class TransformerDenseEncoder:
         prefix = self.prefixes[side]
         encoded = self.tokenizer([prefix + t for t in texts], padding=True, truncation=True,
                                  max_length=self.max_length, return_tensors="pt")
-        with torch.inference_mode():
+        encoded = self.placement.to(encoded)
+        with torch.inference_mode(), self.placement.autocast():
             hidden = self.model(**encoded).last_hidden_state.float()
         if self.pooling == "cls":
             vectors = hidden[:, 0]
@@ -91,7 +94,7 @@ class TransformerDenseEncoder:
             vectors = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
         if self.normalize:
             vectors = torch.nn.functional.normalize(vectors, p=2, dim=-1)
-        return vectors.numpy().astype(np.float32, copy=False)
+        return vectors.cpu().numpy().astype(np.float32, copy=False)
 
     def encode_documents(self, texts: list[str]) -> np.ndarray:
         return self.encode(texts, "documents")
@@ -102,7 +105,8 @@ class TransformerDenseEncoder:
     def describe(self) -> dict:
         return {"family": "transformer", "model": self.model_reference, "pooling": self.pooling,
                 "normalize": self.normalize, "max_length": self.max_length,
-                "query_prefix": self.prefixes["queries"], "doc_prefix": self.prefixes["documents"]}
+                "query_prefix": self.prefixes["queries"], "doc_prefix": self.prefixes["documents"],
+                **self.placement.identity()}
 
 
 def build_dense_encoder(settings: dict, overrides: dict | None = None):
@@ -110,6 +114,8 @@ def build_dense_encoder(settings: dict, overrides: dict | None = None):
     the same checkpoint) replace its settings where not None."""
     settings = {**settings, **{k: v for k, v in (overrides or {}).items() if v is not None}}
     family = settings.pop("family", None)
+    if family != "promptreps":  # the documents' dtype; queries run in the current placement's
+        settings.pop("dtype", None)
     if family == "transformer":
         return TransformerDenseEncoder(**settings)
     if family == "promptreps":

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core.devices import chosen, resolve_device
 from ..core.errors import InputError
 from ..core.hf import load_tokenizer, model_error
 from ..core.presets import resolve_model
@@ -64,7 +65,7 @@ def escape_term(piece: str | bytes) -> str:
 
 def default_dtype(device: str) -> str:
     """bfloat16 where the hardware computes it natively (CUDA with bf16, CPUs with AVX512-BF16/AMX)."""
-    if device == "cuda":
+    if device.startswith("cuda"):
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
     try:
         flags = Path("/proc/cpuinfo").read_text()
@@ -97,7 +98,10 @@ class PromptRepsEncoder(DenseVectorSide, SparseEncoder):
         self.path = resolve_model(model)
         self.max_length = {"documents": int(doc_max_length), "queries": int(query_max_length)}
         self.top_k = {"documents": doc_top_k, "queries": query_top_k}
-        self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        placement = chosen()  # --device/--dtype (core/devices.py) override the preset's auto
+        self.device = placement.device if placement and device == "auto" else resolve_device(device)
+        if placement and placement.dtype_given:
+            dtype = placement.dtype
         self.dtype_name = default_dtype(self.device) if dtype == "auto" else dtype
         if self.dtype_name not in DTYPES:
             raise InputError(f"dtype {dtype!r} is not one of auto, {', '.join(DTYPES)}")

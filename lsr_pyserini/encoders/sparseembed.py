@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..core.errors import InputError
+from ..core.devices import current
 from ..core.hf import FAMILY_FILE, load_masked_lm, load_tokenizer
 from ..core.presets import resolve_model
 from . import register
@@ -65,6 +66,8 @@ class SparseEmbedModel(torch.nn.Module):
             torch.nn.init.zeros_(head.bias)
         if state is not None:
             self.heads.load_state_dict(state)
+        self.placement = current()  # the device and dtype the model runs on (core/devices.py)
+        self.placement.to(self.heads)
         self.dim = dim
         self.terms = min(self.mlm.get_output_embeddings().weight.shape[0], len(self.tokenizer))
         self._states = None
@@ -97,12 +100,14 @@ class SparseEmbedModel(torch.nn.Module):
         so training never holds a B x L x |V| tensor."""
         encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length,
                                  return_tensors="pt")
+        encoded = self.placement.to(encoded)
         try:
-            self.mlm(**encoded)
+            with self.placement.autocast():  # the transformer only: projections and pooling stay float32
+                self.mlm(**encoded)
             raise RuntimeError("the model never reached its output-embedding layer")
         except _HeadInput as stop:
-            head_input = stop.hidden  # B x L x H, what the vocabulary projection reads
-        states, self._states = self._states, None  # B x L x H, the encoder's last hidden states
+            head_input = stop.hidden.float()  # B x L x H, what the vocabulary projection reads
+        states, self._states = self._states.float(), None  # B x L x H, the encoder's last hidden states
         padding = ~encoded["attention_mask"].bool().unsqueeze(-1)
         weight, bias = self._head_weight(), self._head_bias()
         with torch.no_grad():
@@ -121,14 +126,14 @@ class SparseEmbedModel(torch.nn.Module):
 
     def _head_bias(self) -> torch.Tensor:
         bias = getattr(self.mlm.get_output_embeddings(), "bias", None)
-        return bias[:self.terms] if bias is not None else torch.zeros(self.terms)
+        return bias[:self.terms] if bias is not None else torch.zeros(self.terms, device=self._head_weight().device)
 
     def fingerprint(self) -> str:
         """SHA-256 over every parameter: stores record it, re-rankers refuse a different model."""
         digest = hashlib.sha256()
         for name, tensor in sorted(self.state_dict().items()):
             digest.update(name.encode())
-            digest.update(tensor.detach().float().contiguous().numpy().tobytes())
+            digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
         return digest.hexdigest()[:16]
 
     def save(self, folder) -> None:
@@ -177,7 +182,8 @@ class SparseEmbedEncoder(SparseEncoder):
             term_ids, order = torch.sort(ids[row][keep])
             values = weights[row][keep][order]
             vector = {self.vocab[i]: w for i, w in zip(term_ids.tolist(), values.tolist())}
-            results.append((vector, term_ids.numpy().astype(np.int64), embeddings[row][keep][order].float().numpy()))
+            results.append((vector, term_ids.cpu().numpy().astype(np.int64),
+                            embeddings[row][keep][order].float().cpu().numpy()))
         return results
 
     def encode_documents(self, texts: list[str]) -> list[SparseVector]:
@@ -208,5 +214,6 @@ class SparseEmbedEncoder(SparseEncoder):
         return {"family": "sparseembed", "model": self.model_reference, "model_path": self.path,
                 "dim": self.model.dim, "fingerprint": self.fingerprint,
                 "doc_max_length": self.max_length["documents"], "query_max_length": self.max_length["queries"],
-                "doc_top_k": self.top_k["documents"], "query_top_k": self.top_k["queries"]}
+                "doc_top_k": self.top_k["documents"], "query_top_k": self.top_k["queries"],
+                **self.model.placement.identity()}
 

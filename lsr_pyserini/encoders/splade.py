@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from ..core.devices import current
 from ..core.errors import InputError
 from ..core.hf import load_masked_lm, load_tokenizer, model_error
 from ..core.presets import resolve_model
@@ -72,6 +73,7 @@ class SpladeEncoder(SparseEncoder):
         self.top_k = {"documents": doc_top_k, "queries": query_top_k}
         self.query_mode = query_mode
         self.tokenizer = load_tokenizer(self.path)
+        self.placement = current()  # the device and dtype the model runs on (core/devices.py)
         # Documents always need the model, even for inference-free queries. float32 whatever dtype the
         # weights are stored in: transformers 5 keeps a bfloat16/float16 checkpoint in that dtype, which
         # the float32 projection below cannot multiply (and which is slow and imprecise on CPU).
@@ -82,7 +84,7 @@ class SpladeEncoder(SparseEncoder):
         self.vocab = self.tokenizer.convert_ids_to_tokens(list(range(terms)))
         self._head_weight = head.weight.detach()[:terms]
         bias = getattr(head, "bias", None)
-        self._head_bias = bias.detach()[:terms] if bias is not None else torch.zeros(terms)
+        self._head_bias = bias.detach()[:terms] if bias is not None else torch.zeros(terms, device=self._head_weight.device)
         head.register_forward_pre_hook(self._stop_at_head)
         self.query_weights_source = query_weights
         self.query_weight_table = self._load_query_weights(query_weights) if query_mode == "tokenizer" else None
@@ -105,10 +107,12 @@ class SpladeEncoder(SparseEncoder):
         """Dense batch x |V| SPLADE weights for `texts` (float32)."""
         encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length[side],
                                  return_tensors="pt")
-        hidden = self.head_inputs(encoded)
+        encoded = self.placement.to(encoded)
+        with self.placement.autocast():  # the transformer only: the projection below stays float32
+            hidden = self.head_inputs(encoded)
         mask = encoded["attention_mask"].bool()
         weight, bias = self._head_weight, self._head_bias
-        out = torch.empty(len(texts), weight.shape[0], dtype=torch.float32)
+        out = torch.empty(len(texts), weight.shape[0], dtype=torch.float32, device=weight.device)
         for row in range(len(texts)):
             positions = hidden[row][mask[row]].float()
             for start in range(0, weight.shape[0], VOCAB_SLICE):
@@ -120,7 +124,7 @@ class SpladeEncoder(SparseEncoder):
                     out[row, start:start + VOCAB_SLICE] = torch.log1p(torch.relu(logits)).sum(0)
         if self.pooling == "max":
             out = torch.log1p(torch.relu(out + bias))
-        return out
+        return out.cpu()
 
     def _to_vectors(self, dense: torch.Tensor, side: str) -> list[SparseVector]:
         top_k = self.top_k[side]
@@ -194,5 +198,6 @@ class SpladeEncoder(SparseEncoder):
             "query_top_k": self.top_k["queries"],
             "query_mode": self.query_mode,
             "query_weights": self.query_weights_source,
+            **self.placement.identity(),
         }
 

@@ -17,6 +17,7 @@ import re
 
 import torch
 
+from ..core.devices import current
 from ..core.hf import load_masked_lm, load_tokenizer
 from ..core.presets import model_path
 
@@ -40,6 +41,7 @@ class TildeModel:
     def __init__(self, model: str, doc_max_length: int = 256, query_max_length: int = 64):
         self.path = model_path(model)  # a preset name (e.g. splade-tiny: TILDE untrained) or a checkpoint
         self.tokenizer = load_tokenizer(self.path)
+        self.placement = current()  # the device and dtype the model runs on (core/devices.py)
         self.model = load_masked_lm(self.path, family="tilde")
         self.max_length = {"documents": doc_max_length, "queries": query_max_length}
         self.marker = {"documents": self._marker("[unused0]"), "queries": self._marker("[unused1]")}
@@ -67,20 +69,21 @@ class TildeModel:
         encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length[side],
                                  return_tensors="pt")
         encoded["input_ids"][:, 0] = self.marker[side]
-        return encoded
+        return self.placement.to(encoded)
 
     def first_logits(self, texts: list[str], side: str) -> torch.Tensor:
         """B x |V| logits at the marker position (with gradients when the model trains)."""
         encoded = self.encode_inputs(texts, side)
-        if hasattr(self.model, "cls"):  # BERT: project the first position only, not all L x |V|
-            hidden = self.model.base_model(**encoded).last_hidden_state[:, :1]
-            return self.model.cls(hidden)[:, 0, : self.vocab_size]
-        return self.model(**encoded).logits[:, 0, : self.vocab_size]
+        with self.placement.autocast():
+            if hasattr(self.model, "cls"):  # BERT: project the first position only, not all L x |V|
+                hidden = self.model.base_model(**encoded).last_hidden_state[:, :1]
+                return self.model.cls(hidden)[:, 0, : self.vocab_size].float()
+            return self.model(**encoded).logits[:, 0, : self.vocab_size].float()
 
     @torch.inference_mode()
     def log_likelihoods(self, texts: list[str], side: str) -> torch.Tensor:
         """B x |V| log P(t | text) = log sigmoid(logit_t)."""
-        return torch.nn.functional.logsigmoid(self.first_logits(texts, side))
+        return torch.nn.functional.logsigmoid(self.first_logits(texts, side)).cpu()
 
     def token_ids(self, text: str, side: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False, truncation=True,
@@ -115,5 +118,5 @@ class TildeModel:
     def passage_outputs(self, texts: list[str], top_m: int) -> list[tuple[list[str], torch.Tensor]]:
         """(expansion terms, float16 log P(t|d) over the vocabulary) per passage, one forward pass."""
         logits = self.first_logits(texts, "documents")
-        log_likelihoods = torch.nn.functional.logsigmoid(logits).half()
+        log_likelihoods = torch.nn.functional.logsigmoid(logits).half().cpu()
         return list(zip(self.expansions(texts, top_m, logits), log_likelihoods))

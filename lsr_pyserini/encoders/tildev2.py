@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from ..core.errors import InputError
+from ..core.devices import current, placed
 from ..core.hf import check_family, load_quietly, load_tokenizer, model_error
 from ..core.presets import resolve_model
 from . import register
@@ -46,6 +47,7 @@ class TildeV2Model(torch.nn.Module):
         super().__init__()
         self.bert = bert
         self.tok_proj = head
+        self.placement = current()  # the device and dtype it runs on (core/devices.py)
 
     @classmethod
     def from_pretrained(cls, path: str, require_head: bool = True) -> "TildeV2Model":
@@ -69,12 +71,13 @@ class TildeV2Model(torch.nn.Module):
         else:
             torch.nn.init.normal_(head.weight, std=config.initializer_range)
             torch.nn.init.zeros_(head.bias)
-        return cls(bert, head)
+        return current().to(cls(bert, head))  # on the active device (core/devices.py)
 
     def token_weights(self, encoded) -> torch.Tensor:
         """B x L non-negative weights, one per position."""
-        hidden = self.bert(**encoded).last_hidden_state
-        return torch.relu(self.tok_proj(hidden)).squeeze(-1)
+        with self.placement.autocast():  # the transformer only: the head and ReLU stay float32
+            hidden = self.bert(**encoded).last_hidden_state
+        return torch.relu(self.tok_proj(hidden.float())).squeeze(-1)
 
     def save(self, folder) -> None:
         from safetensors.torch import save_file
@@ -107,6 +110,7 @@ class TildeV2Encoder(SparseEncoder):
         self.path = resolve_model(model)
         check_family(self.path, "tildev2")
         self.tokenizer = load_tokenizer(self.path)
+        self.placement = current()  # the device and dtype the model runs on (core/devices.py)
         self._model = None  # loaded on first document batch: queries need the tokenizer only
         self.max_length = {"documents": int(doc_max_length), "queries": int(query_max_length)}
         self.vocab = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
@@ -114,15 +118,17 @@ class TildeV2Encoder(SparseEncoder):
     @property
     def model(self) -> TildeV2Model:
         if self._model is None:
-            self._model = TildeV2Model.from_pretrained(self.path).eval()
+            with placed(self.placement):
+                self._model = TildeV2Model.from_pretrained(self.path).eval()
         return self._model
 
     @torch.inference_mode()
     def encode_documents(self, texts: list[str]) -> list[SparseVector]:
         encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length["documents"],
                                  return_tensors="pt")
+        encoded = self.placement.to(encoded)
         weights = self.model.token_weights(encoded)
-        special = torch.tensor(self.tokenizer.all_special_ids)
+        special = torch.tensor(self.tokenizer.all_special_ids, device=encoded["input_ids"].device)
         mask = encoded["attention_mask"].bool() & ~torch.isin(encoded["input_ids"], special)
         return document_vectors(weights, encoded["input_ids"], mask, self.vocab)
 
@@ -136,5 +142,6 @@ class TildeV2Encoder(SparseEncoder):
 
     def describe(self) -> dict:
         return {"family": "tildev2", "model": self.model_reference, "model_path": self.path,
-                "doc_max_length": self.max_length["documents"], "query_max_length": self.max_length["queries"]}
+                "doc_max_length": self.max_length["documents"], "query_max_length": self.max_length["queries"],
+                **self.placement.identity()}
 

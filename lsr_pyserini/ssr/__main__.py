@@ -24,6 +24,7 @@ import numpy as np
 from .. import __version__
 from ..core.batching import encode_in_length_order
 from ..core.cli import progress_bar, run_main, set_threads
+from ..core.devices import activate, add_device_args
 from ..core.errors import InputError
 from ..core.options import non_negative_float, positive_float, positive_int, random_seed
 from ..core.readers import Document, checked_corpus, input_identity, read_corpus
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument("--no-projection", action="store_true",
                        help="ignore a ColBERT linear projection found in the checkpoint (default: apply it)")
     embed.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
+    add_device_args(embed, "backbone")
     embed.add_argument("--overwrite", action="store_true",
                        help="replace an existing token store (default: refuse, unless it has these settings: "
                             "then there is nothing to do)")
@@ -221,6 +223,8 @@ def index_command(args) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     set_threads(args.threads)
+    if args.command == "embed":
+        activate(args.device, args.dtype)  # `fit` and `index` run their SAEs on the CPU
     {"embed": embed, "fit": fit_command, "index": index_command}[args.command](args)
 
 

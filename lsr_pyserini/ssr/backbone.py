@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ..core.errors import InputError
+from ..core.devices import current
 from ..core.hf import load_quietly, load_tokenizer
 from ..core.presets import resolve_model
 from ..encoders.dense import sentence_transformers_defaults
@@ -44,6 +45,7 @@ class TokenEncoder:
         defaults = sentence_transformers_defaults(self.path) if Path(self.path).is_dir() else {}
         weights = defaults.get("transformer_path", self.path)
         self.tokenizer = load_tokenizer(weights)
+        self.placement = current()  # the device and dtype the backbone runs on (core/devices.py)
         self.model = load_quietly(AutoModel, weights, "encoder weights missing").eval()
         limit = getattr(self.model.config, "max_position_embeddings", 512)
         self.max_length = {"documents": int(max_length or defaults.get("max_length") or min(limit, 512)),
@@ -63,7 +65,8 @@ class TokenEncoder:
         """Padded tensors: pooled (B x d), tokens (B x L x d), keep (B x L bool, ordinary tokens)."""
         encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length[side],
                                  return_tensors="pt")
-        hidden = self.model(**encoded).last_hidden_state.float()
+        with self.placement.autocast():  # the backbone only: pooling and projection stay float32
+            hidden = self.model(**self.placement.to(encoded)).last_hidden_state.float().cpu()
         mask = encoded["attention_mask"].bool()
         if self.pooling == "cls":
             pooled = hidden[:, 0]
@@ -84,4 +87,4 @@ class TokenEncoder:
     def describe(self) -> dict:
         return {"model": self.model_reference, "max_length": self.max_length["documents"],
                 "query_max_length": self.max_length["queries"], "pooling": self.pooling,
-                "projection": self.projection is not None, "dim": self.dim}
+                "projection": self.projection is not None, "dim": self.dim, **self.placement.identity()}

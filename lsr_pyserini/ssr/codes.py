@@ -62,20 +62,25 @@ class SSRCoder:
     """An SSR model with its backbone, loaded from the model folder (the backbone on first use)."""
 
     def __init__(self, path: str, backbone_model: str | None = None):
+        from ..core.devices import current
+
         self.model = SSRModel.load(path)
         self.backbone_model = backbone_model
+        self.placement = current()  # where the backbone runs when first used (core/devices.py)
         self._backbone = None
 
     @property
     def backbone(self):
         if self._backbone is None:
+            from ..core.devices import placed
             from ..core.errors import InputError
             from .backbone import TokenEncoder
 
             settings = dict(self.model.backbone)
             if self.backbone_model:
                 settings["model"] = self.backbone_model
-            self._backbone = TokenEncoder(**settings)
+            with placed(self.placement):
+                self._backbone = TokenEncoder(**settings)
             if self._backbone.dim != self.model.token_sae.input_dim:
                 raise InputError(f"SAE input size {self.model.token_sae.input_dim} does not match the backbone "
                                  f"{settings['model']!r} (embedding size {self._backbone.dim})")

@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from ..core.cli import run_main, set_threads
+from ..core.devices import activate, add_device_args
 from ..core.options import (
     int_in,
     non_negative_int,
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--save-every", type=positive_int, default=50, help="checkpoint every N steps (default: 50)")
         p.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
+        add_device_args(p, "model being trained")
         builder.add_arguments(p)
     return parser
 
@@ -86,11 +88,14 @@ def main(argv: list[str] | None = None) -> None:
         args.teacher_scale = 1.0
     claim_training_output(args.output, args.overwrite)  # before any data or model is loaded
     set_threads(args.threads)
+    placement = activate(args.device, args.dtype)  # autocast, float32 master weights (train/loop.py)
     seed_everything(args.seed)
     data = TrainingData(args.queries, args.qrels, args.corpus, args.negatives, args.negatives_depth, args.teacher,
                         args.teacher_scale)
     model = families[args.family](preset_model(args.base), args)
-    settings = {k: v for k, v in vars(args).items() if k not in ("quiet", "save_every", "threads", "overwrite")}
+    settings = {k: v for k, v in vars(args).items()
+                if k not in ("quiet", "save_every", "threads", "overwrite", "device", "dtype")}
+    settings.update(placement.identity())  # a checkpoint resumes in the same dtype, on any device
     summary = train(model, data, args.output, settings, epochs=args.epochs, batch_size=args.batch_size,
                     group_size=args.group_size, lr=args.lr, seed=args.seed, warmup_ratio=args.warmup_ratio,
                     max_steps=args.max_steps, save_every=args.save_every, quiet=args.quiet, overwrite=args.overwrite)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..core.devices import current
 from ..core.errors import InputError, Interrupted
 from ..core.outputs import OutputKind, atomic_write, claim_output, written_aside
 from .data import TrainingData
@@ -61,11 +62,17 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     """Train `model` (a family module) and save it to `output`; returns a summary."""
     from tqdm import tqdm
 
+    placement = current()  # --device/--dtype (core/devices.py): float32 master weights, autocast forward
+    if not placement.on_cpu and not getattr(model, "device_ready", False):
+        raise InputError(f"training {type(model).__name__} on {placement.device} is not supported yet: "
+                         f"use --device cpu (--dtype bfloat16 works there)")
     claim = claim_training_output(output, overwrite)
     if claim.present and overwrite:
         claim.clear()
     out = claim.path
     out.mkdir(parents=True, exist_ok=True)
+    model = placement.to(model)
+    scaler = placement.grad_scaler()  # float16 only
     seed_everything(seed)
     steps_per_epoch = len(data) // batch_size
     if steps_per_epoch == 0:
@@ -78,7 +85,7 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     checkpoint = out / CHECKPOINT
     step = 0
     if checkpoint.is_file():
-        state = torch.load(checkpoint, weights_only=False)
+        state = torch.load(checkpoint, weights_only=False, map_location="cpu")
         if state["settings"] != settings:
             raise InputError(f"{checkpoint}: was written with other settings: use another --output, or pass "
                              f"--overwrite to start again")
@@ -100,10 +107,18 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
                     continue
                 if step >= total:
                     break
-                loss, logs = model.loss(batch, step)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
+                with placement.autocast():
+                    loss, logs = model.loss(batch, step)
+                if scaler is None:
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    optimizer.step()
+                else:
+                    scaler.scale(loss).backward()
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    scaler.step(optimizer)
+                    scaler.update()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 step += 1

@@ -43,7 +43,7 @@ def with_margin_mse(loss: torch.Tensor, logs: dict, scores: torch.Tensor, teache
     or ``loss`` unchanged when the batch has no teacher."""
     if teacher is None:
         return loss
-    distil = margin_mse(scores, torch.tensor(teacher), group_size)
+    distil = margin_mse(scores, torch.tensor(teacher, device=scores.device), group_size)
     logs["mse"] = float(distil.detach())
     return loss + weight * distil
 

@@ -29,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class SpladeFamily(torch.nn.Module):
+    device_ready = True  # moves its inputs to the model's device (train/loop.py refuses others off the CPU)
+
     def __init__(self, base: str, args):
         super().__init__()
         path = resolve_model(base)
@@ -42,7 +44,7 @@ class SpladeFamily(torch.nn.Module):
     @property
     def head_bias(self) -> torch.Tensor:
         bias = getattr(self.head, "bias", None)
-        return bias[: self.terms] if bias is not None else torch.zeros(self.terms)
+        return bias[: self.terms] if bias is not None else torch.zeros(self.terms, device=self.head.weight.device)
 
     def represent(self, texts: list[str], max_length: int) -> torch.Tensor:
         """B x |V| max-pooled log(1 + ReLU(logits)), differentiable, without B x L x |V| tensors.
@@ -53,12 +55,15 @@ class SpladeFamily(torch.nn.Module):
         winning logit of each active term is recomputed with gradient: the same values and the same
         gradients as pooling the full logits (ties aside), at a fraction of the time and memory."""
         encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        device = self.head.weight.device
+        if device.type != "cpu":
+            encoded = {k: v.to(device) for k, v in encoded.items()}
         hidden = run_to_head(self.model, encoded)  # B x L x H, with gradient
         weight, bias = self.head.weight[: self.terms], self.head_bias
         padding = ~encoded["attention_mask"].bool().unsqueeze(-1)
         batch, terms = hidden.shape[0], weight.shape[0]
-        maxima = torch.empty(batch, terms)
-        positions = torch.empty(batch, terms, dtype=torch.long)
+        maxima = torch.empty(batch, terms, device=device)
+        positions = torch.empty(batch, terms, dtype=torch.long, device=device)
         with torch.no_grad():
             states = hidden.detach()
             for start in range(0, terms, VOCAB_SLICE):
@@ -66,7 +71,7 @@ class SpladeFamily(torch.nn.Module):
                 maxima[:, start:start + VOCAB_SLICE], positions[:, start:start + VOCAB_SLICE] = logits.max(dim=1)
             rows, ids = torch.nonzero(maxima + bias > 0, as_tuple=True)
         winning = (hidden[rows, positions[rows, ids]] * weight[ids]).sum(-1) + bias[ids]
-        return torch.zeros(batch, terms, dtype=winning.dtype).index_put((rows, ids), torch.log1p(torch.relu(winning)))
+        return torch.zeros(batch, terms, dtype=winning.dtype, device=device).index_put((rows, ids), torch.log1p(torch.relu(winning)))
 
     def loss(self, batch: Batch, step: int):
         queries = self.represent(batch.queries, self.args.query_max_length)
