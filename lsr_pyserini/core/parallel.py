@@ -131,6 +131,9 @@ def ray_shards(recipe, progress, address: str | None = None, actors: int | None 
     back to this process in shard order. `address`: a running cluster's (`ray://HOST:10001`,
     `auto`); none starts a local Ray with this machine's cores."""
     ray = import_ray()
+    import logging
+
+    logging.getLogger("ray.data").setLevel(logging.ERROR)  # its plan and stats lines; errors still show
     if not ray.is_initialized():
         if address:
             ray.init(address=address, include_dashboard=False, log_to_driver=not quiet)
@@ -153,7 +156,7 @@ def ray_shards(recipe, progress, address: str | None = None, actors: int | None 
                 for index, shard in shards.items()]
         dataset = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
             ShardActor, fn_constructor_args=(recipe, actor_threads), batch_size=1, batch_format="numpy",
-            concurrency=actors, num_cpus=max(1, min(actor_threads, cpus // actors)) if not gpus_per_actor else 1,
+            compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=max(1, min(actor_threads, cpus // actors)) if not gpus_per_actor else 1,
             num_gpus=gpus_per_actor or None)
         try:
             for row in dataset.iter_rows():
