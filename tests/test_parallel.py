@@ -191,18 +191,19 @@ def test_ctrl_c_with_workers_keeps_complete_shards_and_the_same_command_resumes(
     assert without_timing(manifest_path(out)) == without_timing(manifest_path(clean))
 
 
-def test_ray_resumes_after_the_shards_an_earlier_run_completed(tiny_preset, local_ray, corpus_400, tmp_path):
+def test_ray_resumes_after_the_shards_an_earlier_run_completed(tiny_preset, local_ray, tmp_path):
+    corpus = SAMPLE / "corpus.jsonl"
     clean = tmp_path / "clean"
-    encoded("corpus", "--encoder", tiny_preset, "--input", corpus_400, "--output", clean, "--shard-size", "100")
+    encoded("corpus", "--encoder", tiny_preset, "--input", corpus, "--output", clean, "--shard-size", "3")
     out = tmp_path / "vectors"
-    encoded("corpus", "--encoder", tiny_preset, "--input", corpus_400, "--output", out, "--shard-size", "100")
-    manifest = json.loads(manifest_path(out).read_text())  # as if stopped after shards 0 and 2
+    encoded("corpus", "--encoder", tiny_preset, "--input", corpus, "--output", out, "--shard-size", "3")
+    manifest = json.loads(manifest_path(out).read_text())  # as if stopped with shards 0 and 2 complete
     for index in ("1", "3"):
         del manifest["shards"][index]
         (out / f"part-0000{index}.jsonl").unlink()
     manifest["status"] = "running"
     manifest_path(out).write_text(json.dumps(manifest))
-    encoded("corpus", "--encoder", tiny_preset, "--input", corpus_400, "--output", out, "--shard-size", "100",
+    encoded("corpus", "--encoder", tiny_preset, "--input", corpus, "--output", out, "--shard-size", "3",
             "--ray", "--ray-actors", "2")
     assert files_of(out) == files_of(clean)
     done = json.loads(manifest_path(out).read_text())
