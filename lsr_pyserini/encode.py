@@ -25,11 +25,11 @@ from pathlib import Path
 
 from . import __version__
 from .api import QueryEncoder, encoder_settings
-from .core.batching import encode_in_length_order
 from .core.cli import progress_bar, run_main, set_threads, warn
 from .core.devices import activate, add_device_args, current
 from .core.errors import InputError
 from .core.options import positive_float, positive_int, refuse_foreign
+from .core.parallel import process_shards, ray_shards
 from .core.outputs import JSON_LINES, QUERY_FILE, claim_output
 from .core.presets import available_presets
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
@@ -39,12 +39,12 @@ from .core.writer import (
     TOPIC_PATH_TRAPS,
     ShardWriter,
     WithDenseStore,
-    quantize,
     query_line,
     write_corpus_shards,
 )
 from .encoders import build_encoder, families_reading, families_with_dense_side
-from .encoders.dense import POOLINGS, TransformerDenseEncoder
+from .encoders.shards import CorpusShards, DenseShards
+from .encoders.dense import POOLINGS
 from .stores.dense import DENSE_STORE, DenseStoreWriter
 
 
@@ -73,6 +73,51 @@ def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def add_parallel_args(parser: argparse.ArgumentParser) -> None:
+    """Where shards are encoded: here, in --workers processes, or on Ray actors (docs/distributed.md)."""
+    group = parser.add_argument_group("parallel and distributed encoding (docs/distributed.md); the shards "
+                                      "and manifest are byte-identical to one process's and resume the same way")
+    group.add_argument("--workers", type=positive_int, metavar="N",
+                       help="encode shards in N processes on this machine, each loading the model once, with "
+                            "--threads torch threads each (default: 1 = this process; threads default to the "
+                            "cores divided by N)")
+    group.add_argument("--ray", action="store_true",
+                       help="encode shards on a pool of Ray Data actors (needs pip install 'lsr-pyserini[ray]'; "
+                            "default: off)")
+    group.add_argument("--ray-address", metavar="ADDR",
+                       help="with --ray: a running Ray cluster, e.g. ray://HOST:10001 or auto (default: start a "
+                            "local Ray with this machine's cores)")
+    group.add_argument("--ray-actors", type=positive_int, metavar="N",
+                       help="with --ray: actors, each loading the model once (default: one per CPU of the "
+                            "cluster, or per G GPUs with --ray-gpus-per-actor)")
+    group.add_argument("--ray-gpus-per-actor", type=positive_float, metavar="G",
+                       help="with --ray: GPUs each actor reserves, fractional allowed (default: none, CPU)")
+
+
+def parallel_encoding(args, recipe, progress):
+    """The `encode_shards` the parallel flags ask for (None: encode in this process)."""
+    ray_flags = [flag for flag in ("--ray-address", "--ray-actors", "--ray-gpus-per-actor")
+                 if getattr(args, flag[2:].replace("-", "_")) is not None]
+    if ray_flags and not args.ray:
+        raise InputError(f"{ray_flags[0]} is an option of --ray, which was not given")
+    if args.ray and args.workers:
+        raise InputError("--workers and --ray are exclusive: choose processes on this machine or Ray actors")
+    if args.ray:
+        return ray_shards(recipe, progress, address=args.ray_address, actors=args.ray_actors,
+                          gpus_per_actor=args.ray_gpus_per_actor or 0, threads=args.threads, quiet=args.quiet)
+    if args.workers and args.workers > 1:
+        return process_shards(recipe, args.workers, args.threads, progress)
+    return None
+
+
+def check_parallel_engine(args) -> None:
+    """Before anything is claimed or loaded: --ray without Ray installed stops in one line."""
+    if getattr(args, "ray", False):
+        from .core.parallel import import_ray
+
+        import_ray()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.encode", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -89,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also write the encoder's dense vectors to this dense store, in the same "
                              "forward pass (encoders with a dense side: promptreps, bgem3; sparseembed writes "
                              "its term-embedding store there; default: none)")
+    add_parallel_args(corpus)
     queries = sub.add_parser("queries", help="encode queries into a Lucene impact query TSV")
     add_common_args(queries, "queries")
     queries.add_argument("--output", required=True, help="query TSV (qid<TAB>terms repeated by impact)")
@@ -121,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_device_args(dense, "encoder")
     dense.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     dense.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_parallel_args(dense)
     return parser
 
 
@@ -150,7 +197,8 @@ def resolve_settings(args) -> dict:
 
 def encode_corpus(args, settings: dict) -> None:
     claim_output(args.output, SHARD_FOLDER, args.overwrite, resumable=True)  # before the model loads
-    encoder = build_encoder(settings)
+    recipe = CorpusShards(settings, with_dense=bool(args.dense_store))
+    encoder = recipe.load()  # here for its description and store; workers load their own
     check = checked_corpus(args.input)
     impact_scale = settings["impact_scale"]
     manifest_settings = {"preset": settings.get("name"), "encoder": encoder.describe(),
@@ -165,17 +213,15 @@ def encode_corpus(args, settings: dict) -> None:
     writer = WithDenseStore(sparse_writer, store) if store else sparse_writer
     started = time.time()
     progress = progress_bar(check.count, args.quiet, "doc")
-    encode = encoder.encode_documents_with_dense if store else encoder.encode_documents
+    encode_shards = parallel_encoding(args, recipe, progress)
+    if encode_shards is not None:
+        recipe.encoder = encoder = None  # free this process's model: the workers have theirs
 
     def to_records(shard):
-        outputs = encode_in_length_order(encode, [d.text for d in shard], settings["batch_size"], progress)
-        vectors = [output[0] for output in outputs] if store else outputs
-        records = [{"id": doc.id, "contents": doc.text, "vector": quantize(vector, impact_scale)}
-                   for doc, vector in zip(shard, vectors)]
-        return (records, ([d.id for d in shard], [output[1] for output in outputs])) if store else records
+        return recipe.records(shard, recipe.encode([d.text for d in shard], progress))
 
     encoded_now = write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress,
-                                      check.count, args.output)
+                                      check.count, args.output, encode_shards)
     progress.close()
     documents, nonzeros = sparse_writer.totals()
     elapsed = time.time() - started
@@ -199,22 +245,26 @@ def encode_corpus(args, settings: dict) -> None:
 
 def encode_dense(args) -> None:
     claim_output(args.output, DENSE_STORE, args.overwrite)  # before the model loads
-    encoder = TransformerDenseEncoder(args.model, pooling=args.pooling, normalize=args.normalize,
-                                      max_length=args.max_length, query_prefix=args.query_prefix,
-                                      doc_prefix=args.doc_prefix)
+    recipe = DenseShards({"model": args.model, "pooling": args.pooling, "normalize": args.normalize,
+                          "max_length": args.max_length, "query_prefix": args.query_prefix,
+                          "doc_prefix": args.doc_prefix}, args.batch_size)
+    encoder = recipe.load()  # here for its description; workers load their own
     check = checked_corpus(args.input)
     writer = DenseStoreWriter(args.output, {"encoder": encoder.describe(), "shard_size": args.shard_size,
                                             "documents": check.count, **input_identity(args.input)},
                               overwrite=args.overwrite)
+    pooling, normalize = encoder.pooling, encoder.normalize
     started = time.time()
     progress = progress_bar(check.count, args.quiet, "doc")
+    encode_shards = parallel_encoding(args, recipe, progress)
+    if encode_shards is not None:
+        recipe.encoder = encoder = None  # free this process's model: the workers have theirs
 
     def to_records(shard):
-        rows = encode_in_length_order(encoder.encode_documents, [d.text for d in shard], args.batch_size, progress)
-        return [d.id for d in shard], rows
+        return recipe.records(shard, recipe.encode([d.text for d in shard], progress))
 
     encoded_now = write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress,
-                                      check.count, args.output)
+                                      check.count, args.output, encode_shards)
     progress.close()
     elapsed = time.time() - started
     manifest = writer.finish(check.count, {
@@ -222,7 +272,7 @@ def encode_dense(args) -> None:
         "documents_per_second_this_run": round(encoded_now / elapsed, 2) if elapsed > 0 else None})
     size = sum(f.stat().st_size for f in Path(args.output).iterdir())
     print(f"encoded {manifest['documents']} documents into {args.output} ({manifest['dim']} dimensions, "
-          f"pooling {encoder.pooling}, normalised {encoder.normalize}, {size / 2**20:.2f} MiB)", file=sys.stderr)
+          f"pooling {pooling}, normalised {normalize}, {size / 2**20:.2f} MiB)", file=sys.stderr)
 
 
 def encode_queries(args, settings: dict) -> None:
@@ -258,6 +308,7 @@ def encode_queries(args, settings: dict) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     settings = resolve_settings(args)
+    check_parallel_engine(args)
     set_threads(args.threads)
     activate(args.device, args.dtype)  # every model below runs there (core/devices.py)
     if args.side == "dense":

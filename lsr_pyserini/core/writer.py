@@ -231,27 +231,42 @@ class WithDenseStore:
         self.sparse.abandon()
 
 
+def pending_shards(docs: Iterator[Document], writer, shard_size: int, progress) -> Iterator[tuple[int, list[Document]]]:
+    """(index, documents) of each shard `writer` does not yet hold complete, in order; the shards an
+    earlier run completed are skipped (and counted on `progress`)."""
+    for index in itertools.count():
+        shard = list(itertools.islice(docs, shard_size))
+        if not shard:
+            return
+        if writer.is_complete(index):
+            progress.update(len(shard))
+            continue
+        yield index, shard
+
+
 def write_corpus_shards(docs: Iterator[Document], writer, shard_size: int,
-                        to_records: Callable[[list[Document]], object], progress, total: int, output: str) -> int:
+                        to_records: Callable[[list[Document]], object], progress, total: int, output: str,
+                        encode_shards: Callable[[Iterator[tuple[int, list[Document]]]],
+                                                Iterator[tuple[int, list[Document], object]]] | None = None) -> int:
     """Cut `docs` into shards, skip those an earlier run completed, write the rest.
 
     `writer` is a ShardWriter or anything with its interface (`is_complete`, `write_shard`,
     `documents_done`, `abandon`); `to_records` turns one shard of documents into its records (and advances
-    `progress`). Returns the number of documents written by this run. A shard is written aside and
+    `progress`). `encode_shards`, when given, replaces that one-shard-at-a-time loop: it takes the
+    pending (index, documents) pairs and yields (index, documents, records) in the same order, having
+    encoded them elsewhere (worker processes, Ray actors: `core/parallel.py`); this process stays the
+    one writer. Returns the number of documents written by this run. A shard is written aside and
     renamed only when complete, so on Ctrl-C (`Interrupted`) or a full disk (`InputError`) the
     one-line message says how many of the `total` documents are in complete shards of `output`
     and that the same command resumes.
     """
+    if encode_shards is None:
+        def encode_shards(pending):
+            return ((index, shard, to_records(shard)) for index, shard in pending)
     written = 0
     try:
-        for index in itertools.count():
-            shard = list(itertools.islice(docs, shard_size))
-            if not shard:
-                break
-            if writer.is_complete(index):
-                progress.update(len(shard))
-                continue
-            writer.write_shard(index, to_records(shard))
+        for index, shard, records in encode_shards(pending_shards(docs, writer, shard_size, progress)):
+            writer.write_shard(index, records)
             written += len(shard)
     except KeyboardInterrupt:
         writer.abandon()

@@ -1,0 +1,255 @@
+"""`encode corpus|dense --workers N` and `--ray`: the same bytes as one process (shards, dense and
+SparseEmbed stores, manifests), resumable, refused in one line when misused or when Ray is missing.
+
+Ray starts once for this module (`ray.init(num_cpus=2)`); the tests using it are skipped when Ray is
+not installed. Tiny random models: the mechanics are what is tested (benchmarks/bench_encode_parallel.py
+checks the same byte-identity with the real splade-tiny checkpoint)."""
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SAMPLE, run_tool
+from lsr_pyserini import encode
+from lsr_pyserini.core.errors import InputError
+from lsr_pyserini.core.outputs import release_outputs
+from lsr_pyserini.core.writer import manifest_path
+
+TIMING = ("seconds_this_run", "documents_per_second_this_run", "seconds")
+SCIFACT = Path(os.environ.get("LSR_PYSERINI_DATA_ROOT", "/work/shared/data")) / "scifact" / "corpus.jsonl.gz"
+
+
+@pytest.fixture(autouse=True)
+def no_locks_left_in_this_process():
+    yield
+    release_outputs()
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'lsr-pyserini[ray]')")
+    pytest.importorskip("ray.data")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def without_timing(manifest: Path) -> dict:
+    """A manifest without its timings and without the --dense-store path (each mode has its own)."""
+    data = json.loads(manifest.read_text())
+    for key in TIMING:
+        data.pop(key, None)
+    data.get("settings", {}).pop("dense_store", None)
+    return data
+
+
+def encoded(*argv) -> None:
+    """Run `encode ARGV` in this process (so that it uses this module's Ray), then release its locks."""
+    encode.main([str(a) for a in argv] + ["--quiet"])
+    release_outputs()
+
+
+MODES = {"one process": [], "--workers 2": ["--workers", "2"], "--ray": ["--ray", "--ray-actors", "2"]}
+
+
+def assert_same_shards(outputs: dict[str, Path]) -> None:
+    (first, reference), *others = outputs.items()
+    expected = files_of(reference)
+    assert len(expected) > 1
+    for name, folder in others:
+        assert files_of(folder) == expected, f"{name}: shards differ from {first}'s"
+        assert without_timing(manifest_path(folder)) == without_timing(manifest_path(reference)), name
+
+
+def corpus_runs(preset, corpus: Path, tmp_path: Path, shard_size: int, *extra) -> dict[str, Path]:
+    outputs = {}
+    for name, flags in MODES.items():
+        out = tmp_path / name.strip("-").replace(" ", "-") / "vectors"
+        encoded("corpus", "--encoder", preset, "--input", corpus, "--output", out, "--shard-size", shard_size,
+                *flags, *[str(e).replace("STORE", str(out.parent / "store")) for e in extra])
+        outputs[name] = out
+    return outputs
+
+
+def test_sample_corpus_shards_are_byte_identical_to_one_process(tiny_preset, local_ray, tmp_path):
+    assert_same_shards(corpus_runs(tiny_preset, SAMPLE / "corpus.jsonl", tmp_path, 3))
+
+
+@pytest.fixture(scope="module")
+def scifact_1000(tmp_path_factory) -> Path:
+    if not SCIFACT.is_file():
+        pytest.skip(f"SciFact corpus not found at {SCIFACT} (set LSR_PYSERINI_DATA_ROOT)")
+    path = tmp_path_factory.mktemp("scifact") / "corpus.jsonl"
+    with gzip.open(SCIFACT, "rt", encoding="utf-8") as source:
+        path.write_text("".join(itertools.islice(source, 1000)), encoding="utf-8")
+    return path
+
+
+def test_1000_scifact_documents_are_byte_identical_to_one_process(tiny_preset, local_ray, scifact_1000, tmp_path):
+    outputs = corpus_runs(tiny_preset, scifact_1000, tmp_path, 150)
+    assert_same_shards(outputs)
+    assert json.loads(manifest_path(outputs["--ray"]).read_text())["documents_written"] == 1000
+
+
+@pytest.fixture(scope="module")
+def sparseembed_model(tmp_path_factory, tiny_mlm) -> Path:
+    from lsr_pyserini.encoders.sparseembed import SparseEmbedModel
+
+    folder = tmp_path_factory.mktemp("sparseembed") / "model"
+    SparseEmbedModel(str(tiny_mlm), dim=16).save(folder)
+    return folder
+
+
+def test_sparseembed_store_is_byte_identical_to_one_process(sparseembed_model, local_ray, tmp_path):
+    outputs = corpus_runs("sparseembed", SAMPLE / "corpus.jsonl", tmp_path, 4, "--model", sparseembed_model,
+                          "--max-length", "48", "--dense-store", "STORE")
+    assert_same_shards(outputs)
+    assert_same_store({name: folder.parent / "store" for name, folder in outputs.items()})
+
+
+def assert_same_store(stores: dict[str, Path]) -> None:
+    """Every file of each store is the one process's byte for byte; JSON manifests but for their timings."""
+    expected = files_of(stores["one process"])
+    assert "docids.txt" in expected and any(name.endswith(".json") for name in expected)
+    for name, store in stores.items():
+        made = files_of(store)
+        assert made.keys() == expected.keys(), name
+        for file in expected:
+            if file.endswith(".json"):
+                assert without_timing(store / file) == without_timing(stores["one process"] / file), (name, file)
+            else:
+                assert made[file] == expected[file], (name, file)
+
+
+def test_dense_store_is_byte_identical_to_one_process(tiny_encoder_only, local_ray, tmp_path):
+    pytest.importorskip("faiss")
+    stores = {}
+    for name, flags in MODES.items():
+        stores[name] = tmp_path / name.strip("-").replace(" ", "-")
+        encoded("dense", "--model", tiny_encoder_only, "--input", SAMPLE / "corpus.jsonl", "--output", stores[name],
+                "--shard-size", "5", "--batch-size", "2", *flags)
+    assert_same_store(stores)
+
+
+# -- resumption --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def corpus_400(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
+    words = (SAMPLE / "corpus.jsonl").read_text().split()
+    path.write_text("".join(json.dumps({"_id": f"d{i}", "text": " ".join(words[i % 50:i % 50 + 40])}) + "\n"
+                            for i in range(400)))
+    return path
+
+
+def test_ctrl_c_with_workers_keeps_complete_shards_and_the_same_command_resumes(tiny_preset, corpus_400, tmp_path):
+    clean = tmp_path / "clean"
+    encoded("corpus", "--encoder", tiny_preset, "--input", corpus_400, "--output", clean, "--shard-size", "25")
+    out = tmp_path / "vectors"
+    command = [sys.executable, "-m", "lsr_pyserini.encode", "corpus", "--encoder", str(tiny_preset), "--input",
+               str(corpus_400), "--output", str(out), "--shard-size", "25", "--workers", "2", "--quiet"]
+    for _attempt in range(3):
+        process = subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, text=True,
+                                   env={**os.environ, "TQDM_DISABLE": "1"})
+        deadline = time.time() + 600
+        while not (out / "part-00001.jsonl").is_file() and process.poll() is None and time.time() < deadline:
+            time.sleep(0.01)
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)  # Ctrl-C, to the parent only: it stops its workers
+            stderr = process.communicate(timeout=120)[1]
+            break
+        process.communicate()
+        release_outputs()
+        for path in (out, manifest_path(out)):
+            subprocess.run(["rm", "-rf", str(path)], check=True)
+    else:
+        pytest.skip("the run ended before it could be interrupted three times")
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert process.returncode == 130, stderr
+    assert len(errors) == 1 and "documents are in complete shards" in errors[0] and "resume" in errors[0], stderr
+    kept = json.loads(manifest_path(out).read_text())
+    assert kept["status"] == "running" and 2 <= len(kept["shards"]) < 16
+    assert {p.name for p in out.iterdir()} <= {f"part-{int(i):05d}.jsonl" for i in kept["shards"]}
+
+    encoded("corpus", "--encoder", tiny_preset, "--input", corpus_400, "--output", out, "--shard-size", "25",
+            "--workers", "2")
+    assert files_of(out) == files_of(clean)
+    assert without_timing(manifest_path(out)) == without_timing(manifest_path(clean))
+
+
+def test_ray_resumes_after_the_shards_an_earlier_run_completed(tiny_preset, local_ray, tmp_path):
+    corpus = SAMPLE / "corpus.jsonl"
+    clean = tmp_path / "clean"
+    encoded("corpus", "--encoder", tiny_preset, "--input", corpus, "--output", clean, "--shard-size", "3")
+    out = tmp_path / "vectors"
+    encoded("corpus", "--encoder", tiny_preset, "--input", corpus, "--output", out, "--shard-size", "3")
+    manifest = json.loads(manifest_path(out).read_text())  # as if stopped with shards 0 and 2 complete
+    for index in ("1", "3"):
+        del manifest["shards"][index]
+        (out / f"part-0000{index}.jsonl").unlink()
+    manifest["status"] = "running"
+    manifest_path(out).write_text(json.dumps(manifest))
+    encoded("corpus", "--encoder", tiny_preset, "--input", corpus, "--output", out, "--shard-size", "3",
+            "--ray", "--ray-actors", "2")
+    assert files_of(out) == files_of(clean)
+    done = json.loads(manifest_path(out).read_text())
+    assert done["status"] == "complete" and done["documents_per_second_this_run"] is not None
+    assert without_timing(manifest_path(out)) == without_timing(manifest_path(clean))
+
+
+# -- refusals ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("flags, message", [
+    (["--workers", "0"], "argument --workers: expected an integer >= 1, got '0'"),
+    (["--ray", "--ray-actors", "0"], "argument --ray-actors: expected an integer >= 1, got '0'"),
+    (["--ray", "--ray-gpus-per-actor", "-1"], "argument --ray-gpus-per-actor: expected a finite number > 0"),
+])
+def test_bad_values_are_refused_by_the_option_type(flags, message, tmp_path):
+    result = run_tool("encode", "corpus", "--input", SAMPLE / "corpus.jsonl", "--output", tmp_path / "v", *flags)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not (tmp_path / "v").exists()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--ray-actors", "2"], "--ray-actors is an option of --ray, which was not given"),
+    (["--ray", "--workers", "2"], "--workers and --ray are exclusive"),
+])
+def test_misused_flags_are_refused_in_one_line(flags, message, tiny_preset, tmp_path):
+    pytest.importorskip("ray")
+    with pytest.raises(InputError, match=message):
+        encode.main(["corpus", "--encoder", str(tiny_preset), "--input", str(SAMPLE / "corpus.jsonl"),
+                     "--output", str(tmp_path / "v"), "--quiet", *flags])
+
+
+def test_ray_missing_stops_in_one_line_naming_the_extra(tiny_preset, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
+    monkeypatch.setitem(sys.modules, "ray.data", None)
+    with pytest.raises(SystemExit) as stopped:
+        from lsr_pyserini.core.cli import run_main
+
+        run_main(lambda: encode.main(["dense", "--model", str(tiny_preset), "--input", str(SAMPLE / "corpus.jsonl"),
+                                      "--output", str(tmp_path / "store"), "--ray"]))
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --ray needs Ray Data, which is not installed: pip install 'lsr-pyserini[ray]'"]
+    assert not list(tmp_path.iterdir())
+
+
+def test_ray_is_imported_only_with_ray():
+    result = subprocess.run([sys.executable, "-c", "import sys, lsr_pyserini.encode; print('ray' in sys.modules)"],
+                            cwd=REPO, capture_output=True, text=True)
+    assert result.stdout.strip() == "False", result.stderr
