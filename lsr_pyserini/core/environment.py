@@ -62,5 +62,8 @@ def environment(threads: int | None = None, **extra) -> dict:
     record.update({name: _version(name) for name in LIBRARIES})
     record.update({"java": java_version(), "python": platform.python_version(), "cpu": cpu_model(),
                    "cpu_count": os.cpu_count()})
+    torch = sys.modules.get("torch")
+    if torch is not None:  # the kernels' vector width (AVX2, AVX512): it changes the sums' order too
+        record["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
     record.update(extra)
     return record
