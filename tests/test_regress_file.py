@@ -306,3 +306,38 @@ def test_training_steps_run_with_the_files_thread_count_whatever_threads_says(ti
     assert environment["torch"].startswith("2.")
     used, environment = threads_of(["--threads", "7", "--train-threads", "3"])
     assert used == ["3", "3", "7"] and environment["train_threads"] == 3
+
+
+def test_regress_trains_the_same_weights_whatever_threads_says(tmp_path):
+    """A real training step (4 steps from SPLADE-tiny on the sample data) run by regress with
+    --threads 1 and --threads 2: the file's train_threads pins the count, so the weights are the same
+    bytes; --train-threads 2 (another count) gives other weights, the CPU LayerNorm backward summing
+    per thread (docs/reproducibility.md), so the first comparison is not true by accident."""
+    from conftest import SAMPLE
+
+    data = tmp_path / "data" / "sample"
+    data.mkdir(parents=True)
+    qids = [line.split("\t")[0] for line in (SAMPLE / "queries.test.tsv").read_text().splitlines()]
+    (data / "negatives.txt").write_text("".join(f"{q} Q0 s{d} {d} {20 - d} bm25\n" for q in qids for d in range(1, 13)))
+    (data / "run.txt").write_text("q1 Q0 s1 1 2 x\n")
+    (data / "qrels.trec").write_text("q1 0 s1 1\n")
+    spec = {"collection": "sample", "train_threads": 1, "qrels": "{data}/qrels.trec",
+            "steps": [f"train splade --base splade-tiny --queries {SAMPLE}/queries.test.tsv --qrels "
+                      f"{SAMPLE}/qrels.test.trec --corpus {SAMPLE}/corpus.jsonl --negatives {{data}}/negatives.txt "
+                      "--output {work}/model --batch-size 2 --max-steps 4 --lr 1e-3 --doc-max-length 64 --quiet "
+                      "--threads {train_threads}"],
+            "runs": {"x": "{data}/run.txt"}, "expected": {"x": {"ndcg_cut_10": {"value": 1.0}}}}
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+
+    def weights(work, *argv):
+        result = run_tool("regress", path, "--data-root", tmp_path / "data", "--work", tmp_path / work, *argv)
+        assert result.returncode == 0, result.stderr
+        training = json.loads((tmp_path / work / "model" / "lsr_training.json").read_text())
+        return (tmp_path / work / "model" / "model.safetensors").read_bytes(), training["environment"]["threads"]
+
+    one, one_threads = weights("one", "--threads", "1")
+    two, two_threads = weights("two", "--threads", "2")
+    assert one == two and one_threads == two_threads == 1
+    other, other_threads = weights("other", "--threads", "1", "--train-threads", "2")
+    assert other_threads == 2 and other != one
