@@ -31,7 +31,15 @@ runs to evaluate, the expected metrics and, optionally, expected efficiency figu
           size_bytes: {at_most: 3300000}
 
 Each step is `TOOL ARGS` and runs as `python -m lsr_pyserini.TOOL ARGS` in a subprocess, with
-{data} (the collection folder), {work} (the scratch folder) and {threads} substituted.
+{data} (the collection folder), {work} (the scratch folder), {threads} (--threads) and
+{train_threads} substituted.
+
+Training steps (`train ...`, `ssr fit ...`) must pass `--threads {train_threads}`, and a file
+with one states `train_threads: N`, the torch thread count its figures were measured with: a CPU
+training run's weights depend on torch's thread count (docs/reproducibility.md), so regress runs
+the training steps with the file's count, whatever --threads says (which drives Lucene indexing
+and search, encoding and re-ranking: their outputs do not depend on it). --train-threads overrides
+the file's count, and the figures may then differ from the file's.
 
 A metric expectation is {value: V, tolerance: T} (|measured - V| <= T; T defaults to 0) or
 {at_least: V} (measured >= V), either with an optional margin over other runs, above: {RUN: M, ...}
@@ -46,8 +54,10 @@ or figure name not listed below, a bare number where a mapping belongs, a negati
 step that is not a string naming a tool is refused with one line naming the file and the key (exit
 status 2). The command prints the metrics table (and the efficiency figures), then each missed
 expectation on a MISS line and, last, the measured values as one JSON object,
-{RUN: {METRIC: value}, ..., "efficiency": {NAME: {FIGURE: value}}} (the "efficiency" key only when
-the file has that section; no run may be called "efficiency"); it exits 1 when a value misses its
+{RUN: {METRIC: value}, ..., "efficiency": {NAME: {FIGURE: value}}, "environment": {...}} (the
+"efficiency" key only when the file has that section; "environment": threads, train_threads and
+the torch, transformers, Pyserini, Java and Python versions and the CPU the figures were measured
+with; no run may be called "efficiency" or "environment"); it exits 1 when a value misses its
 expectation.
 """
 from __future__ import annotations
@@ -76,7 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "../shared/data beside the checkout)")
     parser.add_argument("--work", type=Path, help="scratch folder to keep (default: a temporary folder, removed)")
     parser.add_argument("--threads", type=positive_int, default=os.cpu_count() or 1,
-                        help="value of {threads} in steps (default: CPU count)")
+                        help="value of {threads} in steps: Lucene indexing and search, encoding, re-ranking "
+                             "(default: CPU count)")
+    parser.add_argument("--train-threads", type=positive_int, default=None,
+                        help="value of {train_threads}: the torch threads of the training steps (default: the "
+                             "file's train_threads, the count its figures were measured with; another count "
+                             "gives other figures)")
     return parser
 
 
@@ -85,11 +100,11 @@ def main(argv: list[str] | None = None) -> None:
     data_root = args.data_root or default_data_root()
     if args.work:
         args.work.mkdir(parents=True, exist_ok=True)
-        measured, misses = regress(args.regression, data_root, args.work.resolve(), args.threads)
+        measured, misses = regress(args.regression, data_root, args.work.resolve(), args.threads, args.train_threads)
     else:
         work = Path(tempfile.mkdtemp(prefix="lsr-regress-"))
         try:
-            measured, misses = regress(args.regression, data_root, work, args.threads)
+            measured, misses = regress(args.regression, data_root, work, args.threads, args.train_threads)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     sys.exit(report(measured, misses))

@@ -47,6 +47,7 @@ def test_store_layout_manifest_and_vectors(tiny_store, tiny_encoder_only, tmp_pa
     manifest = json.loads((tiny_store / "manifest.json").read_text())
     assert manifest["encoder"]["pooling"] == "mean" and manifest["encoder"]["normalize"] is True
     assert manifest["documents"] == 12 and manifest["dim"] == 32
+    assert manifest["environment"]["threads"] >= 1 and manifest["environment"]["torch"]
     docs = list(read_corpus(str(SAMPLE / "corpus.jsonl")))
     assert (tiny_store / "docids.txt").read_text().split() == [d.id for d in docs]
     index = faiss.read_index(str(tiny_store / "index.faiss"))

@@ -17,7 +17,7 @@ def shard_records(folder):
 
 def test_corpus_shards_and_manifest(tiny_preset, tmp_path):
     out = tmp_path / "vectors"
-    result = encode_corpus(tiny_preset, SAMPLE / "corpus.jsonl", out, "--shard-size", "5")
+    result = encode_corpus(tiny_preset, SAMPLE / "corpus.jsonl", out, "--shard-size", "5", "--threads", "1")
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["part-00000.jsonl", "part-00001.jsonl", "part-00002.jsonl"]
     records = shard_records(out)
@@ -27,6 +27,11 @@ def test_corpus_shards_and_manifest(tiny_preset, tmp_path):
     manifest = json.loads(manifest_path(out).read_text())
     assert manifest["status"] == "complete" and manifest["documents_written"] == 12
     assert manifest["settings"]["encoder"]["doc_max_length"] == 64
+    # what the vectors were encoded with, beside the settings (not among them: not compared on resume)
+    environment = manifest["environment"]
+    assert environment["threads"] == 1 and "environment" not in manifest["settings"]
+    assert environment["torch"].startswith("2.") and environment["transformers"] and environment["pyserini"]
+    assert environment["java"] and environment["python"] and environment["cpu"]
     avg = sum(len(r["vector"]) for r in records) / 12
     assert manifest["avg_nonzeros_per_document"] == pytest.approx(avg, abs=1e-3)
     again = encode_corpus(tiny_preset, SAMPLE / "corpus.jsonl", out, "--shard-size", "5")

@@ -29,7 +29,7 @@ def test_offline_demo_runs_the_main_job(tmp_path):
     result = run_tool("demo", "--work", tmp_path / "demo")
     assert result.returncode == 0, result.stderr
     measured = json.loads(result.stdout.strip().splitlines()[-1])
-    assert set(measured) == {"bm25", "splade-tiny"}
+    assert set(measured) == {"bm25", "splade-tiny", "environment"}  # environment: what it ran with
     assert measured["splade-tiny"]["ndcg_cut_10"] > 0.5
     assert (tmp_path / "demo" / "run.splade-tiny.txt").is_file()
     assert "top 3 hits for q6" in result.stdout and "  splade-tiny\n    1. " in result.stdout

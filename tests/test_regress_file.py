@@ -11,14 +11,18 @@ from lsr_pyserini.core.errors import InputError
 from lsr_pyserini.core.evaluation import EFFICIENCY_FIGURES
 from lsr_pyserini.core.regression import check_expectations, load_regression, read_efficiency
 
-REGRESSION_FILES = sorted((REPO / "eval" / "regressions").glob("*.yaml")) + [
-    REPO / "lsr_pyserini" / "sample" / "sample-splade-tiny.yaml"]
+REGRESSION_FILES = sorted((REPO / "eval" / "regressions").glob("*.yaml")) + sorted(
+    (REPO / "eval" / "regressions" / "ci").glob("*.yaml")) + [REPO / "lsr_pyserini" / "sample" / "sample-splade-tiny.yaml"]
 
 
 @pytest.mark.parametrize("path", REGRESSION_FILES, ids=lambda path: path.name)
 def test_every_shipped_file_validates(path):
     spec = load_regression(str(path))
     assert spec["expected"] and set(spec["expected"]) == set(spec["runs"])
+    # a file that trains states the thread count of its training steps (load_regression checks
+    # that each training step passes it)
+    trains = any(step.split()[0] == "train" or step.startswith("ssr fit") for step in spec["steps"])
+    assert ("train_threads" in spec) == trains, path
 
 
 def valid_spec() -> dict:
@@ -75,7 +79,17 @@ REFUSALS = [  # (change, what the one error line must say after the file's name)
     (setter("steps", value=["fuse --run a", {"fuse": "--run b"}]), "steps[2]: must be a string, not {'fuse': '--run b'}"),
     (setter("steps", value=["pyserini.search.lucene --index x"]), "steps[1]: 'pyserini.search.lucene --index x' must start with one of"),
     (setter("runs", "efficiency", value="{work}/run.txt"), "runs.efficiency: reserved name"),
-    (setter("runs", "good", value="{wrk}/run.txt"), "runs.good: unknown placeholder {wrk} (known: {data}, {work}, {threads})"),
+    (setter("runs", "good", value="{wrk}/run.txt"),
+     "runs.good: unknown placeholder {wrk} (known: {data}, {work}, {threads}, {train_threads})"),
+    (setter("runs", "environment", value="{work}/run.txt"), "runs.environment: reserved name"),
+    (setter("train_threads", value=0), "train_threads: must be a positive integer, not 0"),
+    (setter("train_threads", value="1"), "train_threads: must be a positive integer, not '1'"),
+    (setter("steps", value=["train splade --queries q --output {work}/m --threads {threads}"]),
+     "steps[1]: a training step must pass `--threads {train_threads}`"),
+    (setter("steps", value=["fuse --run a", "ssr fit --tokens t --output {work}/m"]),
+     "steps[2]: a training step must pass `--threads {train_threads}`"),
+    (setter("steps", value=["train splade --queries q --output {work}/m --threads {train_threads}"]),
+     "missing key 'train_threads'"),
     (setter("efficiency", "store", "file", value="{work/e.json"), "efficiency.store.file: '{work/e.json': expected '}'"),
     (setter("efficiency", "store", "path", value="x.json"), "efficiency.store: unknown key 'path' (allowed: file, expected)"),
     (setter("efficiency", "store", "file", delete=True), "efficiency.store: missing required key 'file'"),
@@ -245,4 +259,85 @@ def test_regress_checks_margins_and_efficiency_end_to_end(tiny_collection):
         "MISS store: store_size_bytes = 400, expected <= 399",
         "MISS store: store_documents = 4, expected >= 5",
         "MISS store: flops was not measured"]
-    assert set(measured) == {"good", "bad", "fused", "efficiency"}
+    assert set(measured) == {"good", "bad", "fused", "efficiency", "environment"}
+
+
+def test_training_steps_run_with_the_files_thread_count_whatever_threads_says(tiny_collection, monkeypatch,
+                                                                            capsys):
+    """regress substitutes {train_threads} with the file's count (the one its figures were measured
+    with), {threads} with --threads; --train-threads overrides the file; the JSON line records both
+    beside the library versions. The steps are not run: the command lines regress builds are kept."""
+    import subprocess
+
+    from lsr_pyserini import regress
+    from lsr_pyserini.core import regression
+
+    spec = {"collection": tiny_collection.name, "train_threads": 1, "qrels": "{data}/qrels.test.trec",
+            "steps": ["train splade --queries {data}/q.tsv --output {work}/model --threads {train_threads}",
+                      "ssr fit --tokens {work}/tokens --output {work}/sae --threads {train_threads}",
+                      "lucene index --input {work}/v --index {work}/index --threads {threads}"],
+            "runs": {"good": "{data}/run.good.txt"}, "expected": {"good": {"ndcg_cut_10": {"value": 1.0}}}}
+    path = tiny_collection.parent.parent / "trains.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    commands, real_run = [], subprocess.run
+
+    def run(command, **kwargs):  # a step is recorded, not run; anything else (trec_eval) runs
+        if not (len(command) > 2 and command[1] == "-m" and command[2].startswith("lsr_pyserini.")):
+            return real_run(command, **kwargs)
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(regression.subprocess, "run", run)
+
+    def threads_of(argv):
+        commands.clear()
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_:
+            regress.main([str(path), "--data-root", str(tiny_collection.parent), "--work",
+                          str(tiny_collection.parent.parent / "work"), *argv])
+        assert exit_.value.code == 0
+        measured = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        return [command[command.index("--threads") + 1] for command in commands], measured["environment"]
+
+    used, environment = threads_of(["--threads", "7"])
+    assert used == ["1", "1", "7"]  # train, ssr fit: the file's count; lucene: --threads
+    assert environment["threads"] == 7 and environment["train_threads"] == 1
+    assert {"torch", "transformers", "pyserini", "java", "python", "cpu"} <= set(environment)
+    assert environment["torch"].startswith("2.")
+    used, environment = threads_of(["--threads", "7", "--train-threads", "3"])
+    assert used == ["3", "3", "7"] and environment["train_threads"] == 3
+
+
+def test_regress_trains_the_same_weights_whatever_threads_says(tmp_path):
+    """A real training step (4 steps from SPLADE-tiny on the sample data) run by regress with
+    --threads 1 and --threads 2: the file's train_threads pins the count, so the weights are the same
+    bytes; --train-threads 2 (another count) gives other weights, the CPU LayerNorm backward summing
+    per thread (docs/reproducibility.md), so the first comparison is not true by accident."""
+    from conftest import SAMPLE
+
+    data = tmp_path / "data" / "sample"
+    data.mkdir(parents=True)
+    qids = [line.split("\t")[0] for line in (SAMPLE / "queries.test.tsv").read_text().splitlines()]
+    (data / "negatives.txt").write_text("".join(f"{q} Q0 s{d} {d} {20 - d} bm25\n" for q in qids for d in range(1, 13)))
+    (data / "run.txt").write_text("q1 Q0 s1 1 2 x\n")
+    (data / "qrels.trec").write_text("q1 0 s1 1\n")
+    spec = {"collection": "sample", "train_threads": 1, "qrels": "{data}/qrels.trec",
+            "steps": [f"train splade --base splade-tiny --queries {SAMPLE}/queries.test.tsv --qrels "
+                      f"{SAMPLE}/qrels.test.trec --corpus {SAMPLE}/corpus.jsonl --negatives {{data}}/negatives.txt "
+                      "--output {work}/model --batch-size 2 --max-steps 4 --lr 1e-3 --doc-max-length 64 --quiet "
+                      "--threads {train_threads}"],
+            "runs": {"x": "{data}/run.txt"}, "expected": {"x": {"ndcg_cut_10": {"value": 1.0}}}}
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+
+    def weights(work, *argv):
+        result = run_tool("regress", path, "--data-root", tmp_path / "data", "--work", tmp_path / work, *argv)
+        assert result.returncode == 0, result.stderr
+        training = json.loads((tmp_path / work / "model" / "lsr_training.json").read_text())
+        return (tmp_path / work / "model" / "model.safetensors").read_bytes(), training["environment"]["threads"]
+
+    one, one_threads = weights("one", "--threads", "1")
+    two, two_threads = weights("two", "--threads", "2")
+    assert one == two and one_threads == two_threads == 1
+    other, other_threads = weights("other", "--threads", "1", "--train-threads", "2")
+    assert other_threads == 2 and other != one

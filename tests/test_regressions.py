@@ -35,8 +35,9 @@ def test_regression_reproduces_expected_metrics(name, shared_data, tmp_path):
                       "--work", tmp_path / "work")
     assert result.returncode == 0, result.stdout + result.stderr
     measured = json.loads(result.stdout.strip().splitlines()[-1])
-    runs = {name: metrics for name, metrics in measured.items() if name != "efficiency"}
+    runs = {name: metrics for name, metrics in measured.items() if name not in ("efficiency", "environment")}
     assert runs and all("ndcg_cut_10" in m for m in runs.values())
+    assert measured["environment"]["torch"] and measured["environment"]["threads"] >= 1
     if name == "scifact-splade-tiny.yaml":
         assert_on_the_fly_run_equals_pre_encoded(tmp_path / "work", shared_data / "scifact" / "queries.test.tsv")
 

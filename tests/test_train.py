@@ -135,12 +135,17 @@ def train_cli(family, base, out, negatives, *extra):
 
 def test_splade_fine_tuning_saves_a_checkpoint_the_encoder_loads(tiny_mlm, tiny_preset, negatives, tmp_path):
     result = train_cli("splade", tiny_mlm, tmp_path / "ft", negatives, "--max-steps", "2",
-                       "--doc-max-length", "32", "--query-max-length", "8")
+                       "--doc-max-length", "32", "--query-max-length", "8", "--threads", "1")
     assert result.returncode == 0, result.stderr
     out = tmp_path / "ft"
     assert {"config.json", "model.safetensors", "tokenizer.json", "lsr_family.json", "lsr_training.json"} \
         <= {p.name for p in out.iterdir()}
-    assert json.loads((out / "lsr_training.json").read_text())["steps"] == 2
+    summary = json.loads((out / "lsr_training.json").read_text())
+    assert summary["steps"] == 2
+    # the thread count and library versions the weights were trained with (the weights depend on
+    # the count: docs/reproducibility.md), outside the settings a resumed run is compared on
+    assert summary["environment"]["threads"] == 1 and summary["environment"]["torch"]
+    assert summary["environment"]["transformers"] and "java" in summary["environment"]
     encoded = run_tool("encode", "queries", "--encoder", tiny_preset, "--model", out, "--input", QUERIES,
                        "--output", tmp_path / "q.tsv")
     assert encoded.returncode == 0, encoded.stderr

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from .environment import environment
 from .errors import InputError
 from .evaluation import EFFICIENCY_FIGURES, METRICS, evaluate_run, format_table
 
@@ -33,8 +34,8 @@ def default_data_root() -> Path:
 # that share one kind of value; a list ("items") holds values of one kind. No mapping or list may
 # be empty. The leaves (text, number, tolerance) are checked by LEAVES.
 SCHEMA = {
-    "file": {"keys": {"name": "text", "collection": "text", "qrels": "text", "steps": "steps", "runs": "runs",
-                      "expected": "expected", "efficiency": "efficiency"},
+    "file": {"keys": {"name": "text", "collection": "text", "train_threads": "count", "qrels": "text",
+                      "steps": "steps", "runs": "runs", "expected": "expected", "efficiency": "efficiency"},
              "required": ("collection", "qrels", "steps", "runs", "expected")},
     "steps": {"items": "text"},
     "runs": {"each": "text"},
@@ -52,7 +53,13 @@ SCHEMA = {
                "example": "{value: 247.0, tolerance: 1.0} or {at_most: 3200000}"},
 }
 RESERVED_RUN = "efficiency"  # the JSON line's key for the efficiency figures
-PLACEHOLDERS = ("data", "work", "threads")  # substituted in qrels, steps, runs and efficiency files
+ENVIRONMENT = "environment"  # the JSON line's key for what the figures were measured with
+PLACEHOLDERS = ("data", "work", "threads", "train_threads")  # substituted in qrels, steps, runs and efficiency files
+# Training steps: their figures depend on torch's thread count (the CPU LayerNorm backward sums its
+# weight and bias gradients in one partial sum per thread, docs/reproducibility.md), so each one
+# runs with the file's `train_threads` (`--threads {train_threads}`), whatever regress's --threads.
+TRAINING_STEPS = (("train",), ("ssr", "fit"))
+TRAIN_THREADS_FLAG = "--threads {train_threads}"
 
 
 def _is_number(value) -> bool:
@@ -61,7 +68,9 @@ def _is_number(value) -> bool:
 
 LEAVES = {"text": ("a string", lambda value: isinstance(value, str)),
           "number": ("a number", _is_number),
-          "tolerance": ("a non-negative number", lambda value: _is_number(value) and value >= 0)}
+          "tolerance": ("a non-negative number", lambda value: _is_number(value) and value >= 0),
+          "count": ("a positive integer", lambda value: isinstance(value, int) and not isinstance(value, bool)
+                    and value >= 1)}
 
 
 class _Refused(Exception):
@@ -139,9 +148,18 @@ def _check_references(spec: dict) -> None:
             raise _Refused(f"steps[{number}]", f"{step!r}: {err}") from None
         if not words or words[0] not in TOOLS:
             raise _Refused(f"steps[{number}]", f"{step!r} must start with one of {', '.join(TOOLS)}")
+        if is_training_step(words) and TRAIN_THREADS_FLAG not in " ".join(words):
+            raise _Refused(f"steps[{number}]", f"a training step must pass `{TRAIN_THREADS_FLAG}` (its figures "
+                                               f"depend on the thread count; the file states the count in "
+                                               f"train_threads)")
+    used = any("{train_threads}" in text for _, text in _templates(spec))
+    if used and "train_threads" not in spec:
+        raise _Refused("", "missing key 'train_threads' (the torch thread count the training steps run with, "
+                           "the one the figures were measured with)")
     runs, expected = spec["runs"], spec["expected"]
-    if RESERVED_RUN in runs:
-        raise _Refused(f"runs.{RESERVED_RUN}", "reserved name (the JSON line's key for efficiency figures)")
+    for reserved, what in ((RESERVED_RUN, "efficiency figures"), (ENVIRONMENT, "the environment")):
+        if reserved in runs:
+            raise _Refused(f"runs.{reserved}", f"reserved name (the JSON line's key for {what})")
     for run in runs:
         if run not in expected:
             raise _Refused(f"runs.{run}", "has no expectations under expected")
@@ -153,6 +171,11 @@ def _check_references(spec: dict) -> None:
                 if other not in runs or other == run:
                     raise _Refused(f"expected.{run}.{metric}.above.{other}",
                                    "is the run itself" if other == run else "is not a run listed under runs")
+
+
+def is_training_step(words: list[str]) -> bool:
+    """Whether a step's words (tool first) train a model: `train ...`, `ssr fit ...`."""
+    return any(tuple(words[:len(prefix)]) == prefix for prefix in TRAINING_STEPS)
 
 
 def load_regression(path: str) -> dict:
@@ -285,17 +308,22 @@ def _efficiency_table(spec: dict, efficiency: dict) -> str:
     return format_table(rows, [(key, key) for key in ("efficiency", "figure", "measured", "expected")])
 
 
-def regress(path: str, data_root: Path, work: Path, threads: int) -> tuple[dict, list[str]]:
+def regress(path: str, data_root: Path, work: Path, threads: int,
+            train_threads: int | None = None) -> tuple[dict, list[str]]:
     """Run the file's steps, measure its runs (and efficiency files), print the tables; returns
-    ({run: {metric: value}, "efficiency": {name: {figure: value}}}, misses)."""
+    ({run: {metric: value}, "efficiency": {name: {figure: value}}, "environment": {...}}, misses).
+    `threads`: {threads} (indexing, search, encoding); `train_threads`: {train_threads}, the training
+    steps' torch threads (default: the file's train_threads, the count its figures were measured with)."""
     spec = load_regression(path)
     data = data_root / spec["collection"]
     if not data.is_dir():
         raise InputError(f"collection folder {data} not found (set --data-root)")
-    variables = dict(zip(PLACEHOLDERS, (str(data), str(work), str(threads))))
+    train_threads = train_threads or spec.get("train_threads")
+    variables = dict(zip(PLACEHOLDERS, (str(data), str(work), str(threads), str(train_threads))))
     log_dir = work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    print(f"regression {spec['name']}: {len(spec['steps'])} steps in {work}", file=sys.stderr)
+    training = f", training on {train_threads} thread(s)" if train_threads else ""
+    print(f"regression {spec['name']}: {len(spec['steps'])} steps in {work}{training}", file=sys.stderr)
     for index, step in enumerate(spec["steps"], start=1):
         run_step(index, step, variables, log_dir)
     qrels = substitute(spec["qrels"], variables)
@@ -309,7 +337,9 @@ def regress(path: str, data_root: Path, work: Path, threads: int) -> tuple[dict,
                                   for name, entry in spec["efficiency"].items()}
         print()
         print(_efficiency_table(spec, measured[RESERVED_RUN]))
-    return measured, check_expectations(spec, measured)
+    misses = check_expectations(spec, measured)
+    measured[ENVIRONMENT] = environment(threads=threads, train_threads=train_threads)
+    return measured, misses
 
 
 def report(measured: dict, misses: list[str]) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
 from .cli import warn
+from .environment import environment
 from .errors import InputError, Interrupted, disk_full
 from .outputs import OutputKind, atomic_write, claim_output, sha256_file, written_aside
 from .readers import Document
@@ -197,7 +198,8 @@ class ShardWriter:
         return self.parts.total("documents"), self.parts.total("nonzeros")
 
     def finish(self, summary: dict) -> None:
-        self._write_manifest({"status": "complete", **summary})
+        # the environment is recorded, not compared: only "settings" decide whether shards resume
+        self._write_manifest({"status": "complete", "environment": environment(), **summary})
         self.abandon()
         self.claim.release()
 

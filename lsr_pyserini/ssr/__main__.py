@@ -25,6 +25,7 @@ from .. import __version__
 from ..core.batching import encode_in_length_order
 from ..core.cli import progress_bar, run_main, set_threads
 from ..core.devices import activate, add_device_args
+from ..core.environment import environment
 from ..core.errors import InputError
 from ..core.options import non_negative_float, positive_float, positive_int, random_seed
 from ..core.readers import Document, checked_corpus, input_identity, read_corpus
@@ -159,7 +160,8 @@ def fit_command(args) -> None:
                                args.cls_batch_size, label="[CLS]", **common)
     settings = {key: getattr(args, key) for key in RETRIEVAL_DEFAULTS}
     model = SSRModel(backbone, token_sae, cls_sae, settings,
-                     {"token_sae": token_log, "cls_sae": cls_log, "tokens": str(Path(args.tokens).resolve())})
+                     {"token_sae": token_log, "cls_sae": cls_log, "tokens": str(Path(args.tokens).resolve()),
+                      "environment": environment()})
     output.drop_scratch(".building")
     building = output.scratch(".building")
     model.save(building)

@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..core.environment import environment
 from ..core.errors import InputError
 from ..core.outputs import OutputKind, atomic_write, claim_output, json_file_kind
 from ..core.writer import CheckedParts
@@ -23,8 +24,12 @@ from ..core.writer import CheckedParts
 PROGRESS_FILE = "progress.json"
 
 
-def write_manifest(path: Path, manifest: dict) -> None:
-    """A store's JSON manifest, written atomically."""
+def write_manifest(path: Path, manifest: dict, record_environment: bool = True) -> None:
+    """A store's JSON manifest, written atomically, with the environment it was built in (thread
+    count, library versions: `core/environment.py`) under "environment", beside the settings and
+    never compared with them."""
+    if record_environment and "environment" not in manifest:
+        manifest = {**manifest, "environment": environment()}
     atomic_write(path, [json.dumps(manifest, indent=2, sort_keys=True) + "\n"])
 
 
@@ -108,7 +113,8 @@ class ShardedStoreWriter(StoreWriter):
         return previous.get("parts", {})
 
     def _save_progress(self) -> None:
-        write_manifest(self.partial / PROGRESS_FILE, {"settings": self.settings, "parts": self.parts_record.entries})
+        write_manifest(self.partial / PROGRESS_FILE, {"settings": self.settings, "parts": self.parts_record.entries},
+                       record_environment=False)
 
     def parts(self) -> list[Path]:
         """The complete parts, in shard order."""

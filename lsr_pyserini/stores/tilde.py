@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.environment import environment
 from ..core.errors import InputError
 from ..core.outputs import atomic_write
 from .base import StoreWriter, store_kind
@@ -74,5 +75,5 @@ class TildeStoreWriter(StoreWriter):
         del matrix
         np.asarray([t for terms in passage_terms for t in terms], dtype=np.int32).tofile(building / "passage_terms.i32")
         np.cumsum([0] + [len(t) for t in passage_terms], dtype=np.int64).tofile(building / "passage_offsets.i64")
-        atomic_write(building / META_FILE, [json.dumps({**meta, "documents": len(docids)}, indent=2) + "\n"])
+        atomic_write(building / META_FILE, [json.dumps({**meta, "documents": len(docids), "environment": environment()}, indent=2) + "\n"])
         self.publish(building)

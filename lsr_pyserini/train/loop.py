@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ..core.devices import current
+from ..core.environment import environment
 from ..core.errors import InputError, Interrupted
 from ..core.outputs import OutputKind, atomic_write, claim_output, written_aside
 from .data import TrainingData
@@ -135,7 +136,10 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     progress.close()
     model.eval()
     model.save(out)
-    summary = {"steps": step, "seconds": round(time.time() - started, 1), "final": last_logs, **settings}
+    # the environment (thread count, library versions) is a record beside the settings: a checkpoint
+    # resumed with another thread count is not refused (its settings leave the count out)
+    summary = {"steps": step, "seconds": round(time.time() - started, 1), "final": last_logs, **settings,
+               "environment": environment()}
     atomic_write(out / SUMMARY, [json.dumps(summary, indent=2) + "\n"])
     checkpoint.unlink(missing_ok=True)
     claim.release()
