@@ -31,6 +31,7 @@ from .core.errors import InputError
 from .core.options import positive_float, positive_int, refuse_foreign
 from .core.outputs import JSON_LINES, QUERY_FILE, claim_output
 from .core.presets import available_presets
+from .core.quantize import QUANTIZE_CHOICES
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
 from .core.writer import (
     DEFAULT_SHARD_SIZE,
@@ -70,7 +71,15 @@ def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:
     parser.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"),
                         help="promptreps: model weights' type (default: auto = bfloat16 where the hardware has it)")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
+    add_quantize_arg(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_quantize_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quantize", choices=QUANTIZE_CHOICES,
+                        help="int8: dynamic int8 inference on CPU (splade, sparseembed: the vocabulary projection, "
+                             "rescored exactly; tildev2 and dense: the transformer's Linear layers); recorded in the "
+                             "manifest (default: none = float32; see docs/quantization.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     dense.add_argument("--overwrite", action="store_true",
                        help="replace an existing dense store (default: refuse; an interrupted run resumes)")
     dense.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
+    add_quantize_arg(dense)
     dense.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -129,7 +139,7 @@ def setting_flags(side: str) -> dict[str, str]:
     return {"--model": "model", "--batch-size": "batch_size", "--max-length": f"{prefix}_max_length",
             "--top-k": f"{prefix}_top_k", "--impact-scale": "impact_scale", "--pooling": "pooling",
             "--query-mode": "query_mode", "--query-weights": "query_weights", "--chat-template": "chat_template",
-            "--dtype": "dtype"}
+            "--dtype": "dtype", "--quantize": "quantize"}
 
 
 def resolve_settings(args) -> dict:
@@ -200,7 +210,7 @@ def encode_dense(args) -> None:
     claim_output(args.output, DENSE_STORE, args.overwrite)  # before the model loads
     encoder = TransformerDenseEncoder(args.model, pooling=args.pooling, normalize=args.normalize,
                                       max_length=args.max_length, query_prefix=args.query_prefix,
-                                      doc_prefix=args.doc_prefix)
+                                      doc_prefix=args.doc_prefix, quantize=args.quantize)
     check = checked_corpus(args.input)
     writer = DenseStoreWriter(args.output, {"encoder": encoder.describe(), "shard_size": args.shard_size,
                                             "documents": check.count, **input_identity(args.input)},
