@@ -95,3 +95,18 @@ def test_int8_dense_store_is_flagged_and_rebuilds_int8_queries(tiny_encoder_only
     assert cosines.min() > 0.98 and not np.array_equal(plain.vectors, int8.vectors)
     encoder = build_dense_encoder(int8.encoder_settings)  # what `rerank --reranker dense` does
     assert encoder.quantize == "int8"
+
+
+def test_an_index_of_int8_shards_is_flagged_beside_it(tmp_path):
+    from lsr_pyserini.lucene import record_encoding
+
+    shards, index = tmp_path / "vectors", tmp_path / "index"
+    shards.mkdir()
+    index.mkdir()
+    encoder = {"family": "splade", "quantize": "int8", "quantize_backend": "torch-2.13.0-x86"}
+    shards.with_name("vectors.manifest.json").write_text(json.dumps({"settings": {"encoder": encoder}, "shards": {}}))
+    record_encoding(["--collection", "JsonVectorCollection", "--input", str(shards), "--index", "x"], index)
+    record = json.loads((tmp_path / "index.lsr.json").read_text())
+    assert record["quantize"] == "int8" and record["quantize_backend"] == "torch-2.13.0-x86"
+    record_encoding(["--input", str(tmp_path / "plain-documents"), "--index", "x"], index)  # not our shards
+    assert not (tmp_path / "index.lsr.json").exists()  # the stale record is gone
