@@ -23,7 +23,7 @@ import torch
 from ..core.errors import InputError
 from ..core.hf import FAMILY_FILE, load_masked_lm, load_tokenizer
 from ..core.presets import resolve_model
-from ..core.quantize import Int8Projection, checked_quantize
+from ..core.quantize import Int8Projection, checked_quantize, projection_engine
 from ..core.quantize import describe as describe_quantize
 from . import register
 from .base import SparseEncoder, SparseVector
@@ -220,5 +220,6 @@ class SparseEmbedEncoder(SparseEncoder):
                 "dim": self.model.dim, "fingerprint": self.fingerprint,
                 "doc_max_length": self.max_length["documents"], "query_max_length": self.max_length["queries"],
                 "doc_top_k": self.top_k["documents"], "query_top_k": self.top_k["queries"],
-                **describe_quantize(self.quantize, "vocabulary projection (int8 filter, exact float32 rescoring)")}
+                **describe_quantize(self.quantize, "vocabulary projection (int8 filter, exact float32 rescoring)",
+                              projection_engine())}
 

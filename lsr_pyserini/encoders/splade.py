@@ -20,7 +20,7 @@ import torch
 from ..core.errors import InputError
 from ..core.hf import load_masked_lm, load_tokenizer, model_error
 from ..core.presets import resolve_model
-from ..core.quantize import Int8Projection, checked_quantize
+from ..core.quantize import Int8Projection, checked_quantize, projection_engine
 from ..core.quantize import describe as describe_quantize
 from . import register
 from .base import SparseEncoder, SparseVector
@@ -217,6 +217,7 @@ class SpladeEncoder(SparseEncoder):
             "query_top_k": self.top_k["queries"],
             "query_mode": self.query_mode,
             "query_weights": self.query_weights_source,
-            **describe_quantize(self.quantize, "vocabulary projection (int8 filter, exact float32 rescoring)"),
+            **describe_quantize(self.quantize, "vocabulary projection (int8 filter, exact float32 rescoring)",
+                              projection_engine()),
         }
 
