@@ -110,3 +110,18 @@ def test_an_index_of_int8_shards_is_flagged_beside_it(tmp_path):
     assert record["quantize"] == "int8" and record["quantize_backend"] == "torch-2.13.0-x86"
     record_encoding(["--input", str(tmp_path / "plain-documents"), "--index", "x"], index)  # not our shards
     assert not (tmp_path / "index.lsr.json").exists()  # the stale record is gone
+
+
+def test_sparseembed_int8_selects_the_float32_top_k(tiny_mlm):
+    from lsr_pyserini.encoders.sparseembed import SparseEmbedModel
+
+    model = SparseEmbedModel(str(tiny_mlm), dim=16).eval()
+    texts = [line for line in (SAMPLE / "queries.test.tsv").read_text().splitlines()][:4]
+    with torch.no_grad():
+        weights, ids, active, context = model.select(texts, 32, 24)
+        model.int8 = Int8Projection(model._head_weight().detach(), model._head_bias().detach())
+        weights8, ids8, active8, context8 = model.select(texts, 32, 24)
+    assert ids8.shape == ids.shape
+    for row in range(len(texts)):  # the same terms (ties aside) with the same weights
+        assert set(ids8[row].tolist()) == set(ids[row].tolist())
+    torch.testing.assert_close(weights8.sort(1).values, weights.sort(1).values)
