@@ -32,6 +32,7 @@ from .core.options import positive_float, positive_int, refuse_foreign
 from .core.parallel import process_shards, ray_shards
 from .core.outputs import JSON_LINES, QUERY_FILE, claim_output
 from .core.presets import available_presets
+from .core.quantize import QUANTIZE_CHOICES
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
 from .core.writer import (
     DEFAULT_SHARD_SIZE,
@@ -70,6 +71,7 @@ def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:
                         help="promptreps: Jinja chat template, for a tokenizer that has none (default: the tokenizer's)")
     add_device_args(parser, "encoder")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
+    add_quantize_arg(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -116,6 +118,13 @@ def check_parallel_engine(args) -> None:
         from .core.parallel import import_ray
 
         import_ray()
+
+
+def add_quantize_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quantize", choices=QUANTIZE_CHOICES,
+                        help="int8: dynamic int8 inference on CPU (splade, sparseembed: the vocabulary projection, "
+                             "rescored exactly; tildev2 and dense: the transformer's Linear layers); recorded in the "
+                             "manifest (default: none = float32; see docs/quantization.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="replace an existing dense store (default: refuse; an interrupted run resumes)")
     add_device_args(dense, "encoder")
     dense.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
+    add_quantize_arg(dense)
     dense.add_argument("--quiet", action="store_true", help="no progress bar")
     add_parallel_args(dense)
     return parser
@@ -176,7 +186,8 @@ def setting_flags(side: str) -> dict[str, str]:
     prefix = "doc" if side == "corpus" else "query"
     return {"--model": "model", "--batch-size": "batch_size", "--max-length": f"{prefix}_max_length",
             "--top-k": f"{prefix}_top_k", "--impact-scale": "impact_scale", "--pooling": "pooling",
-            "--query-mode": "query_mode", "--query-weights": "query_weights", "--chat-template": "chat_template"}
+            "--query-mode": "query_mode", "--query-weights": "query_weights", "--chat-template": "chat_template",
+            "--quantize": "quantize"}
 
 
 def resolve_settings(args) -> dict:
@@ -247,7 +258,7 @@ def encode_dense(args) -> None:
     claim_output(args.output, DENSE_STORE, args.overwrite)  # before the model loads
     recipe = DenseShards({"model": args.model, "pooling": args.pooling, "normalize": args.normalize,
                           "max_length": args.max_length, "query_prefix": args.query_prefix,
-                          "doc_prefix": args.doc_prefix}, args.batch_size)
+                          "doc_prefix": args.doc_prefix, "quantize": args.quantize or "none"}, args.batch_size)
     encoder = recipe.load()  # here for its description; workers load their own
     check = checked_corpus(args.input)
     writer = DenseStoreWriter(args.output, {"encoder": encoder.describe(), "shard_size": args.shard_size,

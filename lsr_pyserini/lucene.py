@@ -14,6 +14,8 @@ nothing, as `encode queries` announces. The index
 (`search --output FILE`) written to a temporary file renamed when complete, so neither is ever
 half-written; both are locked while written. An existing index or run is replaced only with the
 wrapper's own flag `--overwrite` (taken out of ARGS), and anything else at that path never is.
+An index built from `encode corpus` shards gets INDEX.lsr.json beside it, naming the shards'
+manifest and their quantisation (`"quantize": "int8"` or `"none"`, docs/quantization.md).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from pathlib import Path
 
 from .core.cli import fail, run_main, warn
 from .core.java import JavaNotFound, start_jvm
-from .core.outputs import JSON_LINES, LUCENE_INDEX, TREC_RUN, Claim, claim_output
+from .core.outputs import JSON_LINES, LUCENE_INDEX, TREC_RUN, Claim, atomic_write, claim_output
 
 TOOLS = {
     "index": "pyserini.index.lucene",
@@ -92,8 +94,32 @@ def claim_tool_output(tool: str, args: list[str], overwrite: bool) -> tuple[list
     return args[:position] + [str(temporary)] + args[position + 1:], claim, temporary
 
 
+ENCODING_RECORD = ".lsr.json"  # INDEX.lsr.json, beside the index: Lucene's folder holds Lucene's files only
+
+
+def record_encoding(args: list[str], index: Path) -> None:
+    """Beside an index built from `encode corpus` shards, INDEX.lsr.json: the shards' manifest and its
+    quantisation (`"quantize": "int8"` for int8 encodings; absent for float32), so an index says how
+    its impacts were computed. A stale record of an earlier index at that path is removed."""
+    import json
+
+    record = index.with_name(index.name + ENCODING_RECORD)
+    record.unlink(missing_ok=True)
+    position = option_position(args, ("--input", "-input"))
+    manifest = Path(args[position]).resolve() if position is not None else None
+    manifest = manifest.with_name(manifest.name + ".manifest.json") if manifest else None
+    try:
+        encoder = json.loads(manifest.read_text())["settings"]["encoder"]
+    except (AttributeError, OSError, ValueError, KeyError, TypeError):
+        return  # not shards of ours (e.g. `prepare corpus` documents): nothing to record
+    atomic_write(record, [json.dumps({"shards_manifest": str(manifest), "quantize": encoder.get("quantize", "none"),
+                                      **{k: v for k, v in encoder.items() if k.startswith("quantize_")}},
+                                     indent=2) + "\n"])
+
+
 def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
     """Run one of Pyserini's Lucene command-line tools in this process; its exit status."""
+    original = list(args)
     args, claim, temporary = claim_tool_output(tool, args, overwrite)
     try:
         start_jvm()
@@ -112,6 +138,8 @@ def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
     if claim is not None:
         if code == 0 and temporary.exists():
             claim.replace_with(temporary)
+            if tool == "index":
+                record_encoding(original, claim.path)
         elif tool == "index":
             claim.drop_scratch(".building")
         else:

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import InputError
+from ..core.quantize import describe as describe_quantize
 
 POOLINGS = ("cls", "mean")
 
@@ -52,12 +53,14 @@ class TransformerDenseEncoder:
     """Texts -> L2-normalised (optional) CLS or mean-pooled last hidden states, float32."""
 
     def __init__(self, model: str, pooling: str | None = None, normalize: bool | None = None,
-                 max_length: int | None = None, query_prefix: str = "", doc_prefix: str = ""):
+                 max_length: int | None = None, query_prefix: str = "", doc_prefix: str = "",
+                 quantize: str = "none"):
         from transformers import AutoModel
 
         from ..core.devices import current
         from ..core.hf import load_tokenizer, model_error
         from ..core.presets import resolve_model
+        from ..core.quantize import checked_quantize, quantize_linears
 
         self.model_reference = model
         self.path = resolve_model(model)
@@ -73,6 +76,9 @@ class TransformerDenseEncoder:
             self.model = self.placement.to(AutoModel.from_pretrained(weights)).eval()
         except Exception as err:
             raise model_error(self.path, err) from None
+        self.quantize = checked_quantize(quantize)
+        if self.quantize == "int8":  # every Linear of the transformer: dynamic int8 (core/quantize.py)
+            quantize_linears(self.model.float())
         limit = getattr(self.model.config, "max_position_embeddings", 512)
         self.max_length = int(max_length or defaults.get("max_length") or min(limit, 512))
         self.prefixes = {"queries": query_prefix or "", "documents": doc_prefix or ""}
@@ -106,13 +112,15 @@ class TransformerDenseEncoder:
         return {"family": "transformer", "model": self.model_reference, "pooling": self.pooling,
                 "normalize": self.normalize, "max_length": self.max_length,
                 "query_prefix": self.prefixes["queries"], "doc_prefix": self.prefixes["documents"],
-                **self.placement.identity()}
+                **self.placement.identity(), **describe_quantize(self.quantize, "every Linear of the transformer")}
 
 
 def build_dense_encoder(settings: dict, overrides: dict | None = None):
     """The encoder a store's manifest describes; ``overrides`` (e.g. ``model``: another location of
     the same checkpoint) replace its settings where not None."""
     settings = {**settings, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    for recorded_only in ("quantize_backend", "quantize_scope"):  # a store's int8 record: `quantize` rebuilds it
+        settings.pop(recorded_only, None)
     family = settings.pop("family", None)
     if family != "promptreps":  # the documents' dtype; queries run in the current placement's
         settings.pop("dtype", None)

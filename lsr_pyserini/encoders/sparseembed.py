@@ -24,6 +24,8 @@ from ..core.errors import InputError
 from ..core.devices import current
 from ..core.hf import FAMILY_FILE, load_masked_lm, load_tokenizer
 from ..core.presets import resolve_model
+from ..core.quantize import Int8Projection, checked_quantize, projection_engine
+from ..core.quantize import describe as describe_quantize
 from . import register
 from .base import SparseEncoder, SparseVector
 from .splade import VOCAB_SLICE, _HeadInput
@@ -71,6 +73,7 @@ class SparseEmbedModel(torch.nn.Module):
         self.dim = dim
         self.terms = min(self.mlm.get_output_embeddings().weight.shape[0], len(self.tokenizer))
         self._states = None
+        self.int8 = None  # an Int8Projection once `SparseEmbedEncoder(quantize="int8")` sets it
         self.mlm.base_model.register_forward_hook(self._capture_states)
         self.mlm.get_output_embeddings().register_forward_pre_hook(self._stop_at_head)
 
@@ -111,9 +114,14 @@ class SparseEmbedModel(torch.nn.Module):
         padding = ~encoded["attention_mask"].bool().unsqueeze(-1)
         weight, bias = self._head_weight(), self._head_bias()
         with torch.no_grad():
-            best = torch.cat([(head_input @ weight[start:start + VOCAB_SLICE].T).masked_fill(padding, float("-inf"))
-                              .amax(dim=1) for start in range(0, weight.shape[0], VOCAB_SLICE)], dim=1)
-            ids = torch.topk(best + bias, min(int(top_k), weight.shape[0]), dim=1).indices  # B x k
+            if self.int8 is not None:  # the same top k, chosen through the int8 filter (core/quantize.py)
+                mask = encoded["attention_mask"].bool()
+                ids = torch.stack([self.int8.top_max_logits(head_input[row][mask[row]], top_k)[0]
+                                   for row in range(len(texts))])
+            else:
+                best = torch.cat([(head_input @ weight[start:start + VOCAB_SLICE].T).masked_fill(padding, float("-inf"))
+                                  .amax(dim=1) for start in range(0, weight.shape[0], VOCAB_SLICE)], dim=1)
+                ids = torch.topk(best + bias, min(int(top_k), weight.shape[0]), dim=1).indices  # B x k
         chosen = torch.einsum("blh,bkh->blk", head_input, weight[ids]) + bias[ids].unsqueeze(1)
         chosen = chosen.masked_fill(padding, float("-inf"))  # B x L x k
         weights = torch.log1p(torch.relu(chosen.amax(dim=1)))  # monotone: pool first
@@ -156,7 +164,7 @@ def embedding_scores(query_ids: torch.Tensor, query_embeddings: torch.Tensor, do
 @register("sparseembed")
 class SparseEmbedEncoder(SparseEncoder):
     def __init__(self, model: str, doc_max_length: int = 256, query_max_length: int = 64,
-                 doc_top_k: int | None = 256, query_top_k: int | None = 64):
+                 doc_top_k: int | None = 256, query_top_k: int | None = 64, quantize: str = "none"):
         self.model_reference = model
         self.path = resolve_model(model)
         self.model = SparseEmbedModel(self.path).eval()
@@ -164,6 +172,9 @@ class SparseEmbedEncoder(SparseEncoder):
         self.max_length = {"documents": int(doc_max_length), "queries": int(query_max_length)}
         self.top_k = {"documents": int(doc_top_k or 256), "queries": int(query_top_k or 64)}
         self._fingerprint = None
+        self.quantize = checked_quantize(quantize)
+        if self.quantize == "int8":
+            self.model.int8 = Int8Projection(self.model._head_weight().detach(), self.model._head_bias().detach())
 
     @property
     def fingerprint(self) -> str:
@@ -215,5 +226,7 @@ class SparseEmbedEncoder(SparseEncoder):
                 "dim": self.model.dim, "fingerprint": self.fingerprint,
                 "doc_max_length": self.max_length["documents"], "query_max_length": self.max_length["queries"],
                 "doc_top_k": self.top_k["documents"], "query_top_k": self.top_k["queries"],
-                **self.model.placement.identity()}
+                **self.model.placement.identity(),
+                **describe_quantize(self.quantize, "vocabulary projection (int8 filter, exact float32 rescoring)",
+                                    projection_engine())}
 

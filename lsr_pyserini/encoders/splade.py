@@ -21,6 +21,8 @@ from ..core.devices import current
 from ..core.errors import InputError
 from ..core.hf import load_masked_lm, load_tokenizer, model_error
 from ..core.presets import resolve_model
+from ..core.quantize import Int8Projection, checked_quantize, projection_engine
+from ..core.quantize import describe as describe_quantize
 from . import register
 from .base import SparseEncoder, SparseVector
 
@@ -61,6 +63,7 @@ class SpladeEncoder(SparseEncoder):
         query_top_k: int | None = None,
         query_mode: str = "model",
         query_weights: str | None = None,
+        quantize: str = "none",
     ):
         if pooling not in POOLINGS:
             raise InputError(f"pooling {pooling!r} is not one of {', '.join(POOLINGS)}")
@@ -86,6 +89,10 @@ class SpladeEncoder(SparseEncoder):
         bias = getattr(head, "bias", None)
         self._head_bias = bias.detach()[:terms] if bias is not None else torch.zeros(terms, device=self._head_weight.device)
         head.register_forward_pre_hook(self._stop_at_head)
+        # int8: the vocabulary projection as an exact-rescored filter (core/quantize.py); the
+        # transformer layers stay float32 (docs/quantization.md measures why)
+        self.quantize = checked_quantize(quantize)
+        self._int8 = Int8Projection(self._head_weight, self._head_bias) if self.quantize == "int8" else None
         self.query_weights_source = query_weights
         self.query_weight_table = self._load_query_weights(query_weights) if query_mode == "tokenizer" else None
 
@@ -111,6 +118,8 @@ class SpladeEncoder(SparseEncoder):
         with self.placement.autocast():  # the transformer only: the projection below stays float32
             hidden = self.head_inputs(encoded)
         mask = encoded["attention_mask"].bool()
+        if self._int8 is not None:
+            return self._int8_weights(hidden, mask)
         weight, bias = self._head_weight, self._head_bias
         out = torch.empty(len(texts), weight.shape[0], dtype=torch.float32, device=weight.device)
         for row in range(len(texts)):
@@ -125,6 +134,20 @@ class SpladeEncoder(SparseEncoder):
         if self.pooling == "max":
             out = torch.log1p(torch.relu(out + bias))
         return out.cpu()
+
+    def _int8_weights(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """As the float32 path: a term is non-zero iff some position's logit + bias > 0, which the
+        int8 filter bounds; only those terms are projected again in float32."""
+        out = torch.zeros(hidden.shape[0], self._head_weight.shape[0], dtype=torch.float32)
+        for row in range(hidden.shape[0]):
+            positions = hidden[row][mask[row]].float()
+            terms, best = self._int8.max_logits(positions)
+            if self.pooling == "max":
+                out[row, terms] = torch.log1p(torch.relu(best))
+            else:
+                logits = positions @ self._head_weight[terms].T + self._head_bias[terms]
+                out[row, terms] = torch.log1p(torch.relu(logits)).sum(0)
+        return out
 
     def _to_vectors(self, dense: torch.Tensor, side: str) -> list[SparseVector]:
         top_k = self.top_k[side]
@@ -199,5 +222,7 @@ class SpladeEncoder(SparseEncoder):
             "query_mode": self.query_mode,
             "query_weights": self.query_weights_source,
             **self.placement.identity(),
+            **describe_quantize(self.quantize, "vocabulary projection (int8 filter, exact float32 rescoring)",
+                                projection_engine()),
         }
 

@@ -20,6 +20,8 @@ from ..core.errors import InputError
 from ..core.devices import current, placed
 from ..core.hf import check_family, load_quietly, load_tokenizer, model_error
 from ..core.presets import resolve_model
+from ..core.quantize import checked_quantize, quantize_linears
+from ..core.quantize import describe as describe_quantize
 from . import register
 from .base import SparseEncoder, SparseVector
 
@@ -105,7 +107,7 @@ def document_vectors(weights: torch.Tensor, input_ids: torch.Tensor, mask: torch
 
 @register("tildev2")
 class TildeV2Encoder(SparseEncoder):
-    def __init__(self, model: str, doc_max_length: int = 512, query_max_length: int = 64):
+    def __init__(self, model: str, doc_max_length: int = 512, query_max_length: int = 64, quantize: str = "none"):
         self.model_reference = model
         self.path = resolve_model(model)
         check_family(self.path, "tildev2")
@@ -114,12 +116,15 @@ class TildeV2Encoder(SparseEncoder):
         self._model = None  # loaded on first document batch: queries need the tokenizer only
         self.max_length = {"documents": int(doc_max_length), "queries": int(query_max_length)}
         self.vocab = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+        self.quantize = checked_quantize(quantize)
 
     @property
     def model(self) -> TildeV2Model:
         if self._model is None:
             with placed(self.placement):
                 self._model = TildeV2Model.from_pretrained(self.path).eval()
+            if self.quantize == "int8":  # the BERT encoder's Linear layers (tok_proj: one output, kept float32)
+                quantize_linears(self._model.bert)
         return self._model
 
     @torch.inference_mode()
@@ -143,5 +148,5 @@ class TildeV2Encoder(SparseEncoder):
     def describe(self) -> dict:
         return {"family": "tildev2", "model": self.model_reference, "model_path": self.path,
                 "doc_max_length": self.max_length["documents"], "query_max_length": self.max_length["queries"],
-                **self.placement.identity()}
+                **self.placement.identity(), **describe_quantize(self.quantize, "every Linear of the BERT encoder")}
 

@@ -16,7 +16,9 @@ class SparseEmbedReranker(Reranker):
         settings = self.store.meta.get("encoder", {})
         self.settings = {"model": options.get("model") or self.store.identity["model"],
                          "query_max_length": settings.get("query_max_length", 64),
-                         "query_top_k": settings.get("query_top_k", 64)}
+                         "query_top_k": settings.get("query_top_k", 64),
+                         # queries as the store's documents were encoded (int8 filter or float32)
+                         "quantize": settings.get("quantize", "none")}
         self.batch_size = int(options.get("batch_size") or 32)
         self._encoder = None
 
