@@ -62,11 +62,20 @@ class BgeM3Reranker(DenseReranker):
         return results
 
     def _sparse(self, query: dict[int, float], docs: list[str]) -> np.ndarray:
-        """Sum over shared vocabulary ids of query weight x document weight."""
-        ids = self.store.ragged("sparse_ids", docs)
-        weights = self.store.ragged("sparse_weights", docs)
-        return np.asarray([sum(query.get(int(i), 0.0) * float(w) for i, w in zip(doc_ids, doc_weights))
-                           for doc_ids, doc_weights in zip(ids, weights)])
+        """Sum over shared vocabulary ids of query weight x document weight: float64 products summed
+        in each document's stored order (what a sequential Python sum gives), vectorised."""
+        ids, lengths = self.store.ragged_concat("sparse_ids", docs)
+        weights, _ = self.store.ragged_concat("sparse_weights", docs)
+        owner = np.repeat(np.arange(len(docs)), lengths)
+        if not query or not len(ids):
+            return np.zeros(len(docs), dtype=np.float64)
+        keys = np.fromiter(query.keys(), dtype=np.int64, count=len(query))
+        order = np.argsort(keys)
+        keys, values = keys[order], np.fromiter(query.values(), dtype=np.float64, count=len(query))[order]
+        slot = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+        shared = keys[slot] == ids
+        products = values[slot[shared]] * weights[shared].astype(np.float64)
+        return np.bincount(owner[shared], weights=products, minlength=len(docs))
 
     def describe(self) -> dict:
         return {**super().describe(), "hybrid_weights": self.weights}
