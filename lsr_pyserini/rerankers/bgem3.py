@@ -42,23 +42,31 @@ class BgeM3Reranker(DenseReranker):
             if self.weights[head]:
                 self.store.ragged(head if head == "colbert" else "sparse_ids", [])  # fail early if absent
 
+    def encode_heads(self, texts: list[str]) -> list[tuple]:
+        """Per query: (dense vector, ColBERT vectors, sparse head {vocabulary id: weight}), one forward pass."""
+        output, sparse = self.encoder.model.encode_for_store(texts, "queries")
+        return [(output.dense[row].numpy(), output.colbert[row].numpy(), sparse[row]) for row in range(len(texts))]
+
+    def score_encoded(self, query: tuple, docs: list[str]) -> np.ndarray:
+        """The weighted sum of the heads' scores of one encoded query's candidates (float64)."""
+        dense, colbert, sparse = query
+        total = np.zeros(len(docs), dtype=np.float64)
+        if self.weights["dense"]:
+            total += self.weights["dense"] * self.store.scores(dense, docs)
+        if self.weights["sparse"]:
+            total += self.weights["sparse"] * self._sparse(sparse, docs)
+        if self.weights["colbert"]:
+            total += self.weights["colbert"] * np.asarray(
+                [(colbert @ d.astype(np.float32).T).max(1).mean() if len(d) and len(colbert) else 0.0
+                 for d in self.store.ragged("colbert", docs)])
+        return total
+
     def score(self, query_ids, query_texts, candidates):
-        model = self.encoder.model
         results = []
         for start in range(0, len(query_texts), self.batch_size):
-            output, sparse = model.encode_for_store(query_texts[start:start + self.batch_size], "queries")
-            for row, docs in enumerate(candidates[start:start + self.batch_size]):
-                total = np.zeros(len(docs), dtype=np.float64)
-                if self.weights["dense"]:
-                    total += self.weights["dense"] * self.store.scores(output.dense[row].numpy(), docs)
-                if self.weights["sparse"]:
-                    total += self.weights["sparse"] * self._sparse(sparse[row], docs)
-                if self.weights["colbert"]:
-                    query = output.colbert[row].numpy()
-                    total += self.weights["colbert"] * np.asarray(
-                        [(query @ d.astype(np.float32).T).max(1).mean() if len(d) and len(query) else 0.0
-                         for d in self.store.ragged("colbert", docs)])
-                results.append(total.tolist())
+            encoded = self.encode_heads(query_texts[start:start + self.batch_size])
+            for query, docs in zip(encoded, candidates[start:start + self.batch_size]):
+                results.append(self.score_encoded(query, docs).tolist())
         return results
 
     def _sparse(self, query: dict[int, float], docs: list[str]) -> np.ndarray:
