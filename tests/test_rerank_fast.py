@@ -1,13 +1,12 @@
 """The vectorised re-ranking kernels against direct computations on tiny random stores.
 
-Each fast path (SSR-tok posting lists, SparseEmbed shared-term gather, BGE-M3 sparse head) must
+Each fast path (SSR-tok codes found by a neuron table, SparseEmbed shared-term gather, BGE-M3 sparse head) must
 give the numbers of the computation it replaced bit for bit (so re-ranked runs do not change),
 and agree with the obvious per-document formula."""
 import numpy as np
 import pytest
 
-from lsr_pyserini.rerankers.ssr import code_similarities, posting_scores, sum_of_max
-from lsr_pyserini.stores.tokens import CodePostings
+from lsr_pyserini.rerankers.ssr import code_similarities, ssr_tok_scores, sum_of_max
 
 
 def random_codes(rng, tokens, k, latents):
@@ -23,35 +22,32 @@ def random_codes(rng, tokens, k, latents):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_ssr_posting_scores_equal_the_gathered_computation_bit_for_bit(seed):
+def test_ssr_tok_scores_equal_the_gathered_computation_bit_for_bit(seed):
     rng = np.random.default_rng(seed)
     latents, k = 64, 8
     lengths = rng.integers(0, 12, size=40)
     lengths[3] = 0  # a document without tokens
-    offsets = np.concatenate([[0], np.cumsum(lengths)])
-    index, values = random_codes(rng, int(offsets[-1]), k, latents)
-    postings = CodePostings(index, values, latents)
-    local = np.full(len(index), -1, dtype=np.int64)
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    index, values = random_codes(rng, int(bounds[-1]), k, latents)
     query_index, query_value = random_codes(rng, 5, k, latents)
-    query_index[0] = index[0]  # a query token coded like a document token
+    query_index[0] = index[0]  # a query token coded like a document token: many shared neurons
     query_value = query_value.astype(np.float32)
-    for candidates in (np.arange(len(lengths)), rng.permutation(len(lengths))[:25]):
-        starts, counts = offsets[candidates], lengths[candidates]
-        fast = posting_scores(postings, local, query_index, query_value, starts, counts)
-        assert (local == -1).all()  # scratch left as found
-        rows = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, counts)]).astype(np.int64)
-        bounds = np.concatenate([[0], np.cumsum(counts)])
-        gathered = sum_of_max(code_similarities(query_index, query_value, index[rows], values[rows], latents), bounds)
-        assert fast.dtype == gathered.dtype and np.array_equal(fast, gathered)
-        # the definition: sum over query tokens of the best document token's code dot product
-        dense_query = np.zeros((len(query_index), latents))
-        np.put_along_axis(dense_query, query_index.astype(np.int64), query_value, axis=1)
-        for score, start, n in zip(fast, starts, counts):
-            dense_doc = np.zeros((n, latents))
-            np.put_along_axis(dense_doc, index[start:start + n].astype(np.int64), values[start:start + n], axis=1)
-            expected = (dense_doc @ dense_query.T).max(0).sum() if n else 0.0
-            assert score == pytest.approx(expected, rel=1e-5, abs=1e-6)
-    assert not posting_scores(postings, local, query_index, np.zeros_like(query_value), starts, counts).any()
+    fast = ssr_tok_scores(query_index, query_value, index, values, bounds, latents)
+    direct = sum_of_max(code_similarities(query_index, query_value, index, values, latents), bounds)
+    assert fast.dtype == direct.dtype and np.array_equal(fast, direct)
+    # the definition: sum over query tokens of the best document token's code dot product
+    dense_query = np.zeros((len(query_index), latents))
+    np.put_along_axis(dense_query, query_index.astype(np.int64), query_value, axis=1)
+    for score, start, n in zip(fast, bounds[:-1], lengths):
+        dense_doc = np.zeros((n, latents))
+        np.put_along_axis(dense_doc, index[start:start + n].astype(np.int64), values[start:start + n], axis=1)
+        expected = (dense_doc @ dense_query.T).max(0).sum() if n else 0.0
+        assert score == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    assert (fast > 0).sum() > 20
+    assert not ssr_tok_scores(query_index, np.zeros_like(query_value), index, values, bounds, latents).any()
+    far = np.full_like(query_index, latents - 1)  # a neuron no document uses
+    index[index == latents - 1] = 0
+    assert not ssr_tok_scores(far, query_value, index, values, bounds, latents).any()
 
 
 def previous_sparseembed_scores(store, query_terms, query_embeddings, docids):

@@ -17,7 +17,7 @@ from ..core.batching import encode_in_length_order
 from ..core.cli import warn
 from ..core.errors import InputError
 from ..core.options import non_negative_float
-from ..stores.tokens import CodePostings, TokenRows, ragged_positions
+from ..stores.tokens import TokenRows
 from . import Option, register
 from .base import Reranker
 
@@ -56,59 +56,40 @@ def code_similarities(query_index: np.ndarray, query_value: np.ndarray, doc_inde
     return np.asarray(doc_matrix @ query_matrix)
 
 
-def query_code_matrix(query_index: np.ndarray, query_value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the neurons the query's token codes use, ascending; U x Lq float32 matrix of their values)."""
-    used = query_value > 0
-    neurons = np.unique(query_index[used])
-    column = np.searchsorted(neurons, query_index[used])
-    matrix = np.zeros((len(neurons), len(query_index)), dtype=np.float32)
-    rows = np.broadcast_to(np.arange(len(query_index))[:, None], query_index.shape)
-    np.add.at(matrix, (column, rows[used]), query_value[used])
-    return neurons, matrix
-
-
-def posting_scores(postings: CodePostings, local: np.ndarray, query_index: np.ndarray, query_value: np.ndarray,
-                   token_starts: np.ndarray, token_lengths: np.ndarray) -> np.ndarray:
-    """SSR-tok of each candidate (its token rows token_starts[j] + 0..token_lengths[j]-1): the same
-    numbers as `sum_of_max(code_similarities(...))` over the gathered codes, bit for bit, reading
-    only the posting lists of the neurons the query uses.
-
-    `local` maps every token row of the store to -1 (scratch, left as found). Each candidate token's
-    shared codes are summed in its stored code order (float32, the CSR product both paths use), so
-    the float32 similarities, their per-document maxima and the sums over query tokens are those
-    of the direct computation."""
+def ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, doc_index: np.ndarray, doc_value: np.ndarray,
+                   bounds: np.ndarray, latents: int) -> np.ndarray:
+    """`sum_of_max(code_similarities(...), bounds)`, bit for bit, with less work: the codes of
+    neurons the query uses are found with a boolean table (one byte per code, not eight), read
+    once by flat index, and only the tokens holding one get a row of similarities. Each row is
+    still the CSR product of the token's hit codes in stored order (float32), so the similarities,
+    the per-document maxima (similarities are >= 0, so tokens without a hit change no maximum)
+    and the sums over query tokens are the direct computation's."""
     from scipy.sparse import csr_matrix
 
-    documents = len(token_starts)
+    documents = len(bounds) - 1
     scores = np.zeros(documents, dtype=np.float64)
-    neurons, query_matrix = query_code_matrix(query_index, query_value)
-    if not len(neurons) or not len(query_index) or not documents:
+    used = query_value > 0
+    neurons = np.unique(query_index[used])
+    if not len(neurons) or not len(query_index) or not len(doc_index):
         return scores
-    candidate_tokens = ragged_positions(token_starts, token_lengths)
-    local[candidate_tokens] = np.arange(len(candidate_tokens), dtype=local.dtype)
-    try:
-        # the lists (rank r, neuron n) for r = 0..K-1, n in neurons: column r x U + u of the product
-        first = postings.starts[:, neurons].ravel()
-        sizes = postings.starts[:, neurons + 1].ravel() - first
-        positions = ragged_positions(first, sizes)
-        token = local[postings.tokens[positions]]
-    finally:
-        local[candidate_tokens] = -1
-    hit = np.flatnonzero(token >= 0)
-    if not len(hit):
+    column = np.full(latents, -1, dtype=np.int64)
+    column[neurons] = np.arange(len(neurons))
+    query_matrix = np.zeros((len(neurons), len(query_index)), dtype=np.float32)
+    rows = np.broadcast_to(np.arange(len(query_index))[:, None], query_index.shape)
+    np.add.at(query_matrix, (column[query_index[used]], rows[used]), query_value[used])
+    wanted = np.zeros(latents, dtype=bool)
+    wanted[neurons] = True
+    k = doc_index.shape[1]
+    flat = np.flatnonzero(wanted[doc_index])  # row-major: token after token, codes in stored order
+    if not len(flat):
         return scores
-    token = token[hit]
-    column = np.repeat(np.arange(len(sizes)), sizes)[hit]
-    # only the candidate tokens that share a neuron with the query get a row
-    shares = np.zeros(len(candidate_tokens) + 1, dtype=np.int64)
-    shares[token + 1] = 1
-    np.cumsum(shares, out=shares)
-    doc_matrix = csr_matrix((postings.values[positions[hit]].astype(np.float32), (shares[token], column)),
-                            shape=(int(shares[-1]), len(sizes)))
-    similarities = np.asarray(doc_matrix @ np.tile(query_matrix, (postings.k, 1)))  # rows: sharing tokens
-    bounds = np.zeros(documents + 1, dtype=np.int64)
-    np.cumsum(token_lengths, out=bounds[1:])
-    row_bounds = shares[bounds]  # each candidate's first sharing-token row
+    token = flat // k
+    first = np.flatnonzero(np.diff(token, prepend=-1))  # each sharing token's first hit
+    pointers = np.append(first, len(flat))
+    doc_matrix = csr_matrix((doc_value.reshape(-1)[flat].astype(np.float32), column[doc_index.reshape(-1)[flat]],
+                             pointers), shape=(len(first), len(neurons)))
+    similarities = np.asarray(doc_matrix @ query_matrix)  # one row per sharing token, in token order
+    row_bounds = np.searchsorted(token[first], bounds)  # each document's first sharing-token row
     nonempty = np.diff(row_bounds) > 0
     maxima = np.zeros((documents, len(query_index)), dtype=np.float32)
     maxima[nonempty] = np.maximum.reduceat(similarities, row_bounds[:-1][nonempty], axis=0)
@@ -133,17 +114,6 @@ class SSRReranker(Reranker):
         weight = options.get("cls_weight")
         self.cls_weight = float(self.coder.model.settings["cls_weight"] if weight is None else weight)
         self.batch_size = int(options.get("batch_size") or 32)
-        self._postings: CodePostings | None = None
-        self._local: np.ndarray | None = None
-
-    @property
-    def postings(self) -> CodePostings:
-        """The code store's neuron-major posting lists, built on first use (seconds for a corpus)."""
-        if self._postings is None:
-            self._postings = CodePostings(self.store.arrays["token_index"], self.store.arrays["token_value"],
-                                          self.coder.model.token_sae.latents)
-            self._local = np.full(len(self.store.arrays["token_index"]), -1, dtype=np.int64)
-        return self._postings
 
     def missing(self, docids: set[str]) -> list[str]:
         return self.store.missing(sorted(docids))
@@ -164,8 +134,9 @@ class SSRReranker(Reranker):
 
     def score_encoded(self, query: tuple, docids: list[str]) -> np.ndarray:
         query_index, query_value, cls_dense = query
-        postings = self.postings
-        scores = posting_scores(postings, self._local, query_index, query_value, *self.store.token_ranges(docids))
+        bounds, arrays = self.store.gather(docids, ["token_index", "token_value"])
+        scores = ssr_tok_scores(query_index, query_value, arrays["token_index"], arrays["token_value"], bounds,
+                                self.coder.model.token_sae.latents)
         if self.cls_weight:
             cls_index = self.store.document_rows(docids, "cls_index").astype(np.int64)
             cls_value = self.store.document_rows(docids, "cls_value").astype(np.float32)

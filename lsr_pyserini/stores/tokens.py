@@ -102,43 +102,5 @@ class TokenRows:
     def document_rows(self, docids: list[str], name: str) -> np.ndarray:
         return np.asarray(self.arrays[name][[self.row[d] for d in docids]])
 
-    def token_ranges(self, docids: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(first token row, number of token rows) of each given document, int64."""
-        rows = np.fromiter((self.row[d] for d in docids), dtype=np.int64, count=len(docids))
-        return self.offsets[rows], self.offsets[rows + 1] - self.offsets[rows]
-
     def size_bytes(self) -> int:
         return sum(f.stat().st_size for f in self.path.iterdir() if f.is_file())
-
-
-def ragged_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """starts[0] .. starts[0]+lengths[0]-1, then the same for each next range, concatenated (int64)."""
-    return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
-
-
-class CodePostings:
-    """A code store's token codes turned neuron-major, built once in memory from token_index and
-    token_value: for each rank r (a code's place in its token's top-K list) and neuron n, the
-    token rows whose r-th code is n (ascending) and their activations (float16, as stored).
-
-    A query then reads only the codes of the neurons it uses instead of every code of every
-    candidate token; keeping the rank lets the scorer add a token's codes in their stored order.
-    Memory: 6 bytes per code (the code store's token arrays take 4)."""
-
-    def __init__(self, token_index, token_value, latents: int):
-        index = np.asarray(token_index)
-        values = np.asarray(token_value)
-        tokens, k = index.shape if index.ndim == 2 else (len(index), 0)
-        self.k, self.latents = k, int(latents)
-        self.tokens = np.empty(tokens * k, dtype=np.int32 if tokens < 2**31 else np.int64)
-        self.values = np.empty(tokens * k, dtype=values.dtype)
-        self.starts = np.zeros((k, self.latents + 1), dtype=np.int64)  # list (r, n) is starts[r, n]:starts[r, n+1]
-        for rank in range(k):
-            column = index[:, rank]
-            order = np.argsort(column, kind="stable")  # token rows ascending within each neuron
-            base = rank * tokens
-            self.starts[rank, 0] = base
-            np.cumsum(np.bincount(column, minlength=self.latents)[:self.latents], out=self.starts[rank, 1:])
-            self.starts[rank, 1:] += base
-            self.tokens[base:base + tokens] = order
-            self.values[base:base + tokens] = values[order, rank]
