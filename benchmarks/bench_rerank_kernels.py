@@ -7,8 +7,8 @@ For each store given, the first --queries-limit queries of RUN (top --hits candi
 encoded beforehand; then, query after query on one thread, the previous kernel and the current
 one score the same candidates, interleaved (so both see the same load), and their outputs are
 checked to be equal bit for bit. Printed: median and mean milliseconds per query of each and the
-ratio. Kernels: SSR-tok (`--codes`: gathering every candidate code vs the neuron-major posting
-lists), SparseEmbed (every candidate term's mask unpacked vs only the shared terms'), the BGE-M3
+ratio. Kernels: SSR-tok (`--codes`: int64 neuron lookup and two boolean-mask reads of every
+candidate code vs a one-byte neuron table, one flat-index read and rows for sharing tokens only), SparseEmbed (every candidate term's mask unpacked vs only the shared terms'), the BGE-M3
 hybrid's default dense + 0.3 sparse (a Python sum per document vs one gather and bincount), and
 dense (unchanged: the same kernel twice, for its absolute time). Inputs: any stores over one
 corpus and a run whose candidates they hold (docs/benchmarks.md#re-ranking-kernels).
@@ -73,9 +73,6 @@ def main() -> None:
         from lsr_pyserini.rerankers.ssr import code_similarities, sum_of_max
 
         ssr = build_reranker("ssr", args.codes, {"cls_weight": 0.0})
-        started = time.perf_counter()
-        ssr.postings  # noqa: B018  (built once per store, on first use)
-        print(f"SSR posting lists built in {time.perf_counter() - started:.1f} s (once per process)")
         latents = ssr.coder.model.token_sae.latents
 
         def gathered(query, docs):
