@@ -7,8 +7,9 @@ For each store given, the first --queries-limit queries of RUN (top --hits candi
 encoded beforehand; then, query after query on one thread, the previous kernel and the current
 one score the same candidates, interleaved (so both see the same load), and their outputs are
 checked to be equal bit for bit. Printed: median and mean milliseconds per query of each and the
-ratio. Kernels: SSR-tok (`--codes`: int64 neuron lookup and two boolean-mask reads of every
-candidate code vs a one-byte neuron table, one flat-index read and rows for sharing tokens only), SparseEmbed (every candidate term's mask unpacked vs only the shared terms'), the BGE-M3
+ratio. Kernels: SSR-tok (`--codes`: an int64 neuron lookup and two boolean-mask reads of every
+candidate code vs a one-byte neuron table, one flat-index read and rows for sharing tokens
+only), SparseEmbed (every candidate term's mask unpacked vs only the shared terms'), the BGE-M3
 hybrid's default dense + 0.3 sparse (a Python sum per document vs one gather and bincount), and
 dense (unchanged: the same kernel twice, for its absolute time). Inputs: any stores over one
 corpus and a run whose candidates they hold (docs/benchmarks.md#re-ranking-kernels).
@@ -46,8 +47,8 @@ def compare(name, encode, previous, current, texts, first_stage, qids) -> None:
         if position:  # the first query warms up
             before.append(1000 * (middle - started))
             after.append(1000 * (finished - middle))
-    print(f"{name:<22} previous {statistics.median(before):8.2f} ms/query (mean {statistics.mean(before):.2f})   "
-          f"current {statistics.median(after):7.2f} ms/query (mean {statistics.mean(after):.2f})   "
+    print(f"{name:<22} previous {statistics.median(before):8.2f} ms/query "
+          f"(mean {statistics.mean(before):.2f})   current {statistics.median(after):7.2f} ms/query (mean {statistics.mean(after):.2f})   "
           f"{statistics.median(before) / statistics.median(after):5.1f}x   {len(after)} queries, equal outputs", flush=True)
 
 
@@ -87,7 +88,8 @@ def main() -> None:
         sparseembed = build_reranker("sparseembed", args.sparseembed, {})
         store = sparseembed.store
         store.value_starts  # noqa: B018  (computed once per store, on first use)
-        compare("SparseEmbed", lambda batch: [e[1:] for e in sparseembed.encoder.terms_and_embeddings(batch, "queries")],
+        compare("SparseEmbed",
+                lambda batch: [e[1:] for e in sparseembed.encoder.terms_and_embeddings(batch, "queries")],
                 lambda q, docs: previous_sparseembed_scores(store, q[0], q[1], docs),
                 lambda q, docs: store.scores(q[0], q[1], docs), *timing)
     if args.bgem3:
@@ -97,7 +99,8 @@ def main() -> None:
         def python_sum(query, docs):
             dense, _, sparse = query
             ids, values = hybrid.store.ragged("sparse_ids", docs), hybrid.store.ragged("sparse_weights", docs)
-            lexical = np.asarray([sum(sparse.get(int(i), 0.0) * float(w) for i, w in zip(a, b)) for a, b in zip(ids, values)])
+            lexical = np.asarray([sum(sparse.get(int(i), 0.0) * float(w) for i, w in zip(a, b))
+                                  for a, b in zip(ids, values)])
             total = np.zeros(len(docs), dtype=np.float64)
             total += weights["dense"] * hybrid.store.scores(dense, docs)
             total += weights["sparse"] * lexical
