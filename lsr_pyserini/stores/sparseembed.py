@@ -125,7 +125,8 @@ class SparseEmbedStore:
         self.values = np.memmap(self.path / VALUES_FILE, dtype=np.float16, mode="r", shape=(values,)) if values else \
             np.zeros(0, np.float16)
         self._value_starts: np.ndarray | None = None
-        self._lookup = np.full(int(self.identity["vocab_size"]), -1, dtype=np.int64)  # query term -> slot, reset after use
+        # query term -> its row in the query's embeddings, -1 elsewhere (reset after each query)
+        self._lookup = np.full(int(self.identity["vocab_size"]), -1, dtype=np.int64)
 
     def _load_offsets(self, name: str) -> np.ndarray:
         try:
