@@ -112,6 +112,7 @@ class SparseEmbedModel(torch.nn.Module):
             head_input = stop.hidden.float()  # B x L x H, what the vocabulary projection reads
         states, self._states = self._states.float(), None  # B x L x H, the encoder's last hidden states
         padding = ~encoded["attention_mask"].bool().unsqueeze(-1)
+        padded = bool(padding.any())  # a single text (one query at a time) has none: skip the no-op fills
         weight, bias = self._head_weight(), self._head_bias()
         with torch.no_grad():
             if self.int8 is not None:  # the same top k, chosen through the int8 filter (core/quantize.py)
@@ -119,11 +120,16 @@ class SparseEmbedModel(torch.nn.Module):
                 ids = torch.stack([self.int8.top_max_logits(head_input[row][mask[row]], top_k)[0]
                                    for row in range(len(texts))])
             else:
-                best = torch.cat([(head_input @ weight[start:start + VOCAB_SLICE].T).masked_fill(padding, float("-inf"))
-                                  .amax(dim=1) for start in range(0, weight.shape[0], VOCAB_SLICE)], dim=1)
+                def logits(start):
+                    part = head_input @ weight[start:start + VOCAB_SLICE].T
+                    return part.masked_fill(padding, float("-inf")) if padded else part
+
+                best = torch.cat([logits(start).amax(dim=1) for start in range(0, weight.shape[0], VOCAB_SLICE)],
+                                 dim=1)
                 ids = torch.topk(best + bias, min(int(top_k), weight.shape[0]), dim=1).indices  # B x k
         chosen = torch.einsum("blh,bkh->blk", head_input, weight[ids]) + bias[ids].unsqueeze(1)
-        chosen = chosen.masked_fill(padding, float("-inf"))  # B x L x k
+        if padded:
+            chosen = chosen.masked_fill(padding, float("-inf"))  # B x L x k
         weights = torch.log1p(torch.relu(chosen.amax(dim=1)))  # monotone: pool first
         active = weights > 0
         attention = torch.softmax(chosen, dim=1)  # over positions, the MLM logits as scores

@@ -42,31 +42,48 @@ class BgeM3Reranker(DenseReranker):
             if self.weights[head]:
                 self.store.ragged(head if head == "colbert" else "sparse_ids", [])  # fail early if absent
 
+    def encode_heads(self, texts: list[str]) -> list[tuple]:
+        """Per query: (dense vector, ColBERT vectors, sparse head {vocabulary id: weight}), one forward pass."""
+        output, sparse = self.encoder.model.encode_for_store(texts, "queries")
+        return [(output.dense[row].numpy(), output.colbert[row].numpy(), sparse[row]) for row in range(len(texts))]
+
+    def score_encoded(self, query: tuple, docs: list[str]) -> np.ndarray:
+        """The weighted sum of the heads' scores of one encoded query's candidates (float64)."""
+        dense, colbert, sparse = query
+        total = np.zeros(len(docs), dtype=np.float64)
+        if self.weights["dense"]:
+            total += self.weights["dense"] * self.store.scores(dense, docs)
+        if self.weights["sparse"]:
+            total += self.weights["sparse"] * self._sparse(sparse, docs)
+        if self.weights["colbert"]:
+            total += self.weights["colbert"] * np.asarray(
+                [(colbert @ d.astype(np.float32).T).max(1).mean() if len(d) and len(colbert) else 0.0
+                 for d in self.store.ragged("colbert", docs)])
+        return total
+
     def score(self, query_ids, query_texts, candidates):
-        model = self.encoder.model
         results = []
         for start in range(0, len(query_texts), self.batch_size):
-            output, sparse = model.encode_for_store(query_texts[start:start + self.batch_size], "queries")
-            for row, docs in enumerate(candidates[start:start + self.batch_size]):
-                total = np.zeros(len(docs), dtype=np.float64)
-                if self.weights["dense"]:
-                    total += self.weights["dense"] * self.store.scores(output.dense[row].numpy(), docs)
-                if self.weights["sparse"]:
-                    total += self.weights["sparse"] * self._sparse(sparse[row], docs)
-                if self.weights["colbert"]:
-                    query = output.colbert[row].numpy()
-                    total += self.weights["colbert"] * np.asarray(
-                        [(query @ d.astype(np.float32).T).max(1).mean() if len(d) and len(query) else 0.0
-                         for d in self.store.ragged("colbert", docs)])
-                results.append(total.tolist())
+            encoded = self.encode_heads(query_texts[start:start + self.batch_size])
+            for query, docs in zip(encoded, candidates[start:start + self.batch_size]):
+                results.append(self.score_encoded(query, docs).tolist())
         return results
 
     def _sparse(self, query: dict[int, float], docs: list[str]) -> np.ndarray:
-        """Sum over shared vocabulary ids of query weight x document weight."""
-        ids = self.store.ragged("sparse_ids", docs)
-        weights = self.store.ragged("sparse_weights", docs)
-        return np.asarray([sum(query.get(int(i), 0.0) * float(w) for i, w in zip(doc_ids, doc_weights))
-                           for doc_ids, doc_weights in zip(ids, weights)])
+        """Sum over shared vocabulary ids of query weight x document weight: float64 products summed
+        in each document's stored order (what a sequential Python sum gives), vectorised."""
+        ids, lengths = self.store.ragged_concat("sparse_ids", docs)
+        weights, _ = self.store.ragged_concat("sparse_weights", docs)
+        owner = np.repeat(np.arange(len(docs)), lengths)
+        if not query or not len(ids):
+            return np.zeros(len(docs), dtype=np.float64)
+        keys = np.fromiter(query.keys(), dtype=np.int64, count=len(query))
+        order = np.argsort(keys)
+        keys, values = keys[order], np.fromiter(query.values(), dtype=np.float64, count=len(query))[order]
+        slot = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+        shared = keys[slot] == ids
+        products = values[slot[shared]] * weights[shared].astype(np.float64)
+        return np.bincount(owner[shared], weights=products, minlength=len(docs))
 
     def describe(self) -> dict:
         return {**super().describe(), "hybrid_weights": self.weights}

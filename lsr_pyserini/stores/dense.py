@@ -133,8 +133,8 @@ class DenseStore:
     def missing(self, docids) -> list[str]:
         return [d for d in docids if d not in self.row]
 
-    def ragged(self, name: str, docids: list[str]) -> list[np.ndarray]:
-        """Each document's rows of the per-document array ``name`` (memory-mapped, read on demand)."""
+    def _ragged_arrays(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(memory-mapped rows, offsets) of the per-document array ``name``, opened once."""
         if name not in self._ragged:
             data_file, offsets_file = self.path / f"{name}{RAGGED_DATA}", self.path / f"{name}{RAGGED_OFFSETS}"
             if not (data_file.is_file() and offsets_file.is_file()):
@@ -147,9 +147,26 @@ class DenseStore:
                 raise InputError(f"{data_file}: {len(data)} rows and {len(offsets) - 1} offsets for "
                                  f"{len(self.docids)} documents (truncated or from another store)")
             self._ragged[name] = (data, offsets)
-        data, offsets = self._ragged[name]
+        return self._ragged[name]
+
+    def ragged(self, name: str, docids: list[str]) -> list[np.ndarray]:
+        """Each document's rows of the per-document array ``name`` (memory-mapped, read on demand)."""
+        data, offsets = self._ragged_arrays(name)
         rows = [self.row[d] for d in docids]
         return [np.asarray(data[offsets[r]:offsets[r + 1]]) for r in rows]
+
+    def ragged_concat(self, name: str, docids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The given documents' rows of ``name`` concatenated in their order, read with one gather,
+        and each document's number of rows."""
+        data, offsets = self._ragged_arrays(name)
+        rows = self.rows(docids)
+        starts, lengths = offsets[rows], offsets[rows + 1] - offsets[rows]
+        positions = np.arange(lengths.sum()) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+        return data[positions], lengths
+
+    def rows(self, docids: list[str]) -> np.ndarray:
+        """Row numbers (int64) of the given documents (all must be in the store)."""
+        return np.fromiter((self.row[d] for d in docids), dtype=np.int64, count=len(docids))
 
     def scores(self, query_vector: np.ndarray, docids: list[str]) -> np.ndarray:
         """Inner products of one query vector with the given documents (all must be in the store)."""

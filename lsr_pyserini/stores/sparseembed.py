@@ -124,6 +124,9 @@ class SparseEmbedStore:
             if terms else np.zeros((0, self.mask_bytes), np.uint8)
         self.values = np.memmap(self.path / VALUES_FILE, dtype=np.float16, mode="r", shape=(values,)) if values else \
             np.zeros(0, np.float16)
+        self._value_starts: np.ndarray | None = None
+        # query term -> its row in the query's embeddings, -1 elsewhere (reset after each query)
+        self._lookup = np.full(int(self.identity["vocab_size"]), -1, dtype=np.int64)
 
     def _load_offsets(self, name: str) -> np.ndarray:
         try:
@@ -160,28 +163,46 @@ class SparseEmbedStore:
     def missing(self, docids) -> list[str]:
         return [d for d in docids if d not in self.row]
 
+    @property
+    def value_starts(self) -> np.ndarray:
+        """Where each term's non-zero components start in values.bin (int64, one per term): the
+        running popcount of the masks, computed once on first use and checked against
+        value_offsets.npy (the document-level starts the writer recorded)."""
+        if self._value_starts is None:
+            counts = np.zeros(len(self.terms), dtype=np.int64)
+            for start in range(0, len(counts), 1 << 20):  # bounded scratch for the popcount table
+                counts[start:start + (1 << 20)] = _POPCOUNT[self.masks[start:start + (1 << 20)]].sum(1)
+            starts = np.zeros(len(counts) + 1, dtype=np.int64)
+            np.cumsum(counts, out=starts[1:])
+            if not np.array_equal(starts[self.offsets], self.value_offsets):
+                raise InputError(f"{self.path}: masks.bin does not match value_offsets.npy (store damaged): "
+                                 f"encode the corpus again")
+            self._value_starts = starts[:-1]
+        return self._value_starts
+
     def scores(self, query_terms: np.ndarray, query_embeddings: np.ndarray, docids: list[str]) -> np.ndarray:
-        """Per document: sum over its terms that the query activated of e^Q . e^D (float32)."""
+        """Per document: sum over its terms that the query activated of e^Q . e^D (float32).
+
+        Only the candidates' term ids are scanned; masks and values are read for the shared terms
+        alone (their value starts are precomputed per term, `value_starts`)."""
         rows = np.fromiter((self.row[d] for d in docids), dtype=np.int64, count=len(docids))
         starts, ends = self.offsets[rows], self.offsets[rows + 1]
         lengths = ends - starts
-        owner = np.repeat(np.arange(len(rows)), lengths)
         # positions starts[r] .. ends[r]-1 of every candidate, concatenated
         positions = np.arange(lengths.sum()) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
-        lookup = np.full(int(self.identity["vocab_size"]), -1, dtype=np.int64)
+        lookup = self._lookup
         lookup[query_terms] = np.arange(len(query_terms))
-        slot = lookup[self.terms[positions]]
-        hit = slot >= 0
-        # where each position's values start: its document's value offset + the values of the
-        # document's earlier terms (exclusive running sum of the mask popcounts)
-        masks = self.masks[positions]
-        counts = _POPCOUNT[masks].sum(1)
-        before = np.cumsum(counts) - counts
-        first = np.append(before, 0)[np.cumsum(lengths) - lengths]
-        starts_of_values = np.repeat(self.value_offsets[rows] - first, lengths) + before
-        document_vectors = self._embeddings(masks[hit], counts[hit], starts_of_values[hit])
+        try:
+            slot = lookup[self.terms[positions]]
+        finally:
+            lookup[query_terms] = -1
+        hit = np.flatnonzero(slot >= 0)
+        shared = positions[hit]
+        masks = self.masks[shared]
+        document_vectors = self._embeddings(masks, _POPCOUNT[masks].sum(1), self.value_starts[shared])
         contributions = np.einsum("th,th->t", document_vectors, query_embeddings[slot[hit]])
-        return np.bincount(owner[hit], weights=contributions, minlength=len(rows)).astype(np.float32)
+        owner = np.searchsorted(np.cumsum(lengths), hit, side="right")  # the candidate each shared term is in
+        return np.bincount(owner, weights=contributions, minlength=len(rows)).astype(np.float32)
 
     def document_frequencies(self) -> dict[str, int]:
         """{term: documents that activated it}, terms named by the store's model's tokenizer."""

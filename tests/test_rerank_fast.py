@@ -1,0 +1,137 @@
+"""The vectorised re-ranking kernels against direct computations on tiny random stores.
+
+Each fast path (SSR-tok codes found by a neuron table, SparseEmbed shared-term gather, BGE-M3 sparse head) must
+give the numbers of the computation it replaced bit for bit (so re-ranked runs do not change),
+and agree with the obvious per-document formula."""
+import numpy as np
+import pytest
+
+from lsr_pyserini.rerankers.ssr import code_similarities, ssr_tok_scores, sum_of_max
+
+
+def random_codes(rng, tokens, k, latents):
+    """Top-K-like codes: K distinct neurons per token, activations descending, a few exact zeros."""
+    index = np.argsort(rng.random((tokens, latents)), axis=1)[:, :k]
+    index[: tokens // 3, : k // 2] = index[0, : k // 2]  # tokens sharing many neurons (sum order matters)
+    index[: tokens // 3] = np.stack([np.concatenate([row[: k // 2], [n for n in np.argsort(rng.random(latents))
+                                                                      if n not in row[: k // 2]][: k - k // 2]])
+                                     for row in index[: tokens // 3]])
+    values = -np.sort(-rng.gamma(1.0, 0.3, size=(tokens, k)), axis=1)
+    values[rng.random((tokens, k)) < 0.05] = 0
+    return index.astype(np.uint16), np.sort(values, axis=1)[:, ::-1].astype(np.float16)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ssr_tok_scores_equal_the_gathered_computation_bit_for_bit(seed):
+    rng = np.random.default_rng(seed)
+    latents, k = 64, 8
+    lengths = rng.integers(0, 12, size=40)
+    lengths[3] = 0  # a document without tokens
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    index, values = random_codes(rng, int(bounds[-1]), k, latents)
+    query_index, query_value = random_codes(rng, 5, k, latents)
+    query_index[0] = index[0]  # a query token coded like a document token: many shared neurons
+    query_value = query_value.astype(np.float32)
+    fast = ssr_tok_scores(query_index, query_value, index, values, bounds, latents)
+    direct = sum_of_max(code_similarities(query_index, query_value, index, values, latents), bounds)
+    assert fast.dtype == direct.dtype and np.array_equal(fast, direct)
+    # the definition: sum over query tokens of the best document token's code dot product
+    dense_query = np.zeros((len(query_index), latents))
+    np.put_along_axis(dense_query, query_index.astype(np.int64), query_value, axis=1)
+    for score, start, n in zip(fast, bounds[:-1], lengths):
+        dense_doc = np.zeros((n, latents))
+        np.put_along_axis(dense_doc, index[start:start + n].astype(np.int64), values[start:start + n], axis=1)
+        expected = (dense_doc @ dense_query.T).max(0).sum() if n else 0.0
+        assert score == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    assert (fast > 0).sum() > 20
+    assert not ssr_tok_scores(query_index, np.zeros_like(query_value), index, values, bounds, latents).any()
+    far = np.full_like(query_index, latents - 1)  # a neuron no document uses
+    index[index == latents - 1] = 0
+    assert not ssr_tok_scores(far, query_value, index, values, bounds, latents).any()
+
+
+def previous_sparseembed_scores(store, query_terms, query_embeddings, docids):
+    """The SparseEmbed kernel before the shared-term gather (every candidate term's mask unpacked)."""
+    from lsr_pyserini.stores.sparseembed import _POPCOUNT
+
+    rows = np.fromiter((store.row[d] for d in docids), dtype=np.int64, count=len(docids))
+    starts, ends = store.offsets[rows], store.offsets[rows + 1]
+    lengths = ends - starts
+    owner = np.repeat(np.arange(len(rows)), lengths)
+    positions = np.arange(lengths.sum()) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+    lookup = np.full(int(store.identity["vocab_size"]), -1, dtype=np.int64)
+    lookup[query_terms] = np.arange(len(query_terms))
+    slot = lookup[store.terms[positions]]
+    hit = slot >= 0
+    masks = store.masks[positions]
+    counts = _POPCOUNT[masks].sum(1)
+    before = np.cumsum(counts) - counts
+    first = np.append(before, 0)[np.cumsum(lengths) - lengths]
+    starts_of_values = np.repeat(store.value_offsets[rows] - first, lengths) + before
+    vectors = store._embeddings(masks[hit], counts[hit], starts_of_values[hit])
+    contributions = np.einsum("th,th->t", vectors, query_embeddings[slot[hit]])
+    return np.bincount(owner[hit], weights=contributions, minlength=len(rows)).astype(np.float32)
+
+
+def test_sparseembed_scores_equal_the_previous_kernel_and_the_definition(tmp_path):
+    from lsr_pyserini.stores.sparseembed import SparseEmbedStore, SparseEmbedStoreWriter
+
+    rng = np.random.default_rng(0)
+    dim, vocab, docs = 12, 60, {}
+    for i in range(30):
+        n = int(rng.integers(0, 15)) if i else 0
+        embeddings = np.maximum(rng.normal(size=(n, dim)), 0).astype(np.float16)
+        docs[f"d{i}"] = (np.sort(rng.choice(vocab, n, replace=False)), embeddings)
+    writer = SparseEmbedStoreWriter(str(tmp_path / "store"), {"identity": {"dim": dim, "vocab_size": vocab}})
+    names = list(docs)
+    writer.write_shard(0, (names[:11], [docs[d] for d in names[:11]]))
+    writer.write_shard(1, (names[11:], [docs[d] for d in names[11:]]))
+    writer.finish(len(docs))
+    store = SparseEmbedStore(str(tmp_path / "store"))
+    for query_size in (1, 20, vocab):
+        terms = np.sort(rng.choice(vocab, query_size, replace=False))
+        query = np.maximum(rng.normal(size=(query_size, dim)), 0).astype(np.float32)
+        candidates = [names[i] for i in rng.permutation(len(names))[:20]]
+        fast = store.scores(terms, query, candidates)
+        assert np.array_equal(fast, previous_sparseembed_scores(store, terms, query, candidates))
+        assert (store._lookup == -1).all()
+        for docid, score in zip(candidates, fast):
+            ids, embeddings = docs[docid]
+            expected = sum(float(query[j] @ embeddings[list(ids).index(t)].astype(np.float32))
+                           for j, t in enumerate(terms) if t in ids)
+            assert score == pytest.approx(expected, rel=1e-5, abs=1e-5)
+    with open(tmp_path / "store" / "masks.bin", "r+b") as handle:  # a flipped mask bit: counts disagree
+        handle.seek(3)
+        byte = handle.read(1)[0]
+        handle.seek(3)
+        handle.write(bytes([byte ^ 1]))
+    from lsr_pyserini.core.errors import InputError
+
+    with pytest.raises(InputError, match="masks.bin does not match"):
+        SparseEmbedStore(str(tmp_path / "store")).scores(terms, query, candidates)
+
+
+def test_bgem3_sparse_scores_equal_the_python_sum(tmp_path):
+    from lsr_pyserini.rerankers.bgem3 import BgeM3Reranker
+    from lsr_pyserini.stores.dense import DenseStore, DenseStoreWriter
+
+    rng = np.random.default_rng(0)
+    docs = {}
+    for i in range(25):
+        n = int(rng.integers(0, 30)) if i else 0
+        docs[f"d{i}"] = (rng.choice(200, n, replace=False).astype(np.int32), rng.gamma(1.0, 0.5, n).astype(np.float32))
+    writer = DenseStoreWriter(str(tmp_path / "store"), {"encoder": {"family": "bgem3"}})
+    writer.write_shard(0, (list(docs), [(rng.normal(size=4).astype(np.float32),
+                                          {"sparse_ids": ids, "sparse_weights": weights})
+                                         for ids, weights in docs.values()]))
+    writer.finish(len(docs))
+
+    class Scorer:
+        store = DenseStore(str(tmp_path / "store"))
+
+    candidates = [f"d{i}" for i in rng.permutation(len(docs))]
+    for query in ({}, {int(t): float(w) for t, w in zip(rng.choice(200, 40, replace=False),
+                                                        rng.gamma(1.0, 0.5, 40).astype(np.float32))}):
+        fast = BgeM3Reranker._sparse(Scorer(), query, candidates)
+        python = [sum(query.get(int(i), 0.0) * float(w) for i, w in zip(*docs[d])) for d in candidates]
+        assert fast.tolist() == python
