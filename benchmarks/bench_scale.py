@@ -388,18 +388,21 @@ def plot(result: dict, path: Path) -> None:
 
 
 def main() -> None:
+    sys.path.insert(0, str(REPO))
+    from lsr_pyserini.core.options import positive_int, random_seed
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", default="10000,100000,1000000", help="corpus sizes (default: 10000,100000,1000000)")
     parser.add_argument("--json", required=True, help="write the figures here")
     parser.add_argument("--work", default="/work/scale", help="collections, indexes, caches (default: /work/scale)")
     parser.add_argument("--vectors", default=None, help="SciFact SPLADE-tiny vectors (default: encode into WORK/work)")
     parser.add_argument("--queries", default=None, help="encoded SciFact test queries (default: encode into WORK/work)")
-    parser.add_argument("--index-threads", type=int, default=2, help="indexing threads (default: 2)")
+    parser.add_argument("--index-threads", type=positive_int, default=2, help="indexing threads (default: 2)")
     parser.add_argument("--plot", default=None, help="log-log PNG of latency and index size (default: none)")
     parser.add_argument("--skip-throughput", action="store_true", help="skip the encoding throughput part")
-    parser.add_argument("--throughput-docs", type=int, default=1024, help="documents encoded for throughput (default: 1024)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of the recombination (default: 0)")
-    parser.add_argument("--processes", type=int, default=2,
+    parser.add_argument("--throughput-docs", type=positive_int, default=1024, help="documents encoded for throughput (default: 1024)")
+    parser.add_argument("--seed", type=random_seed, default=0, help="random seed of the recombination (default: 0)")
+    parser.add_argument("--processes", type=positive_int, default=2,
                         help="processes writing the synthetic collections (default: 2)")
     parser.add_argument("--rebuild", action="store_true", help="rebuild indexes that exist (default: reuse)")
     args = parser.parse_args()

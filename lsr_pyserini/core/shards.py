@@ -163,6 +163,25 @@ class ShardedImpactSearcher:
         results = [shard.batch_search(queries, qids, k, threads, fields=fields or {}) for shard in self.shards]
         return {qid: self._merged([result.get(qid, []) for result in results], k, qid) for qid in qids}
 
+    def set_analyzer(self, analyzer):  # query analysis only: the same on every shard
+        for shard in self.shards:
+            shard.set_analyzer(analyzer)
+
+    def set_language(self, language):
+        for shard in self.shards:
+            shard.set_language(language)
+
+    def doc(self, docid):
+        for shard in self.shards:
+            found = shard.doc(docid)
+            if found is not None:
+                return found
+        return None
+
+    def close(self):
+        for shard in self.shards:
+            shard.close()
+
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
