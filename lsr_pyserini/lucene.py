@@ -16,17 +16,26 @@ half-written; both are locked while written. An existing index or run is replace
 wrapper's own flag `--overwrite` (taken out of ARGS), and anything else at that path never is.
 An index built from `encode corpus` shards gets INDEX.lsr.json beside it, naming the shards'
 manifest and their quantisation (`"quantize": "int8"` or `"none"`, docs/quantization.md).
+
+Sharded impact indexes (docs/scaling.md): `search --index A,B,C --impact ...` searches each shard
+index for the top --hits and merges them into exactly the run one index over all the documents
+writes (same docids, scores, ranks and tie order); `merge-runs --runs R1,R2,... --output R --hits K`
+merges per-shard impact runs made elsewhere. BM25 is refused there: its statistics differ per shard.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import runpy
 import sys
 import tempfile
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from .core.cli import fail, run_main, warn
+from .core.errors import InputError
 from .core.java import JavaNotFound, start_jvm
+from .core.options import positive_int
 from .core.outputs import JSON_LINES, LUCENE_INDEX, TREC_RUN, Claim, atomic_write, claim_output
 
 TOOLS = {
@@ -115,11 +124,51 @@ def record_encoding(args: list[str], index: Path) -> None:
     atomic_write(record, [json.dumps({"shards_manifest": str(manifest), "quantize": encoder.get("quantize", "none"),
                                       **{k: v for k, v in encoder.items() if k.startswith("quantize_")}},
                                      indent=2) + "\n"])
+def sharded_index(args: list[str]) -> str | None:
+    """The `--index` value of a search over several shard indexes (`A,B,C`), else None; refuses
+    what does not merge exactly (BM25, SLIM's encoded corpus) with one line."""
+    position = option_position(args, ("--index", "-index"))
+    if position is None or "," not in args[position] or os.path.exists(args[position]):
+        return None
+    from .core.shards import BM25_REFUSAL, split_indexes
+
+    if "--impact" not in args:
+        raise InputError(BM25_REFUSAL)
+    if "--encoded-corpus" in args or any(arg.startswith("--encoded-corpus=") for arg in args):
+        raise InputError("--encoded-corpus (SLIM) is not available with several shard indexes")
+    split_indexes(args[position])
+    return args[position]
+
+
+@contextmanager
+def shard_searcher_installed():
+    """Make `pyserini.search.lucene`'s command line build a ShardedImpactSearcher for `--index A,B,C`
+    (it builds `LuceneImpactSearcher.from_prebuilt_index(A,B,C, ...)` for an index it cannot find)."""
+    from pyserini.search.lucene import _impact_searcher
+
+    from .core.shards import ShardedImpactSearcher
+
+    original = _impact_searcher.LuceneImpactSearcher
+
+    class Sharded(ShardedImpactSearcher):
+        @classmethod
+        def from_prebuilt_index(cls, index, query_encoder=None, min_idf=0, encoder_type="pytorch", **_):
+            from .core.shards import split_indexes
+
+            return ShardedImpactSearcher(split_indexes(index), query_encoder, min_idf, encoder_type,
+                                         searcher_class=original)
+
+    _impact_searcher.LuceneImpactSearcher = Sharded
+    try:
+        yield
+    finally:
+        _impact_searcher.LuceneImpactSearcher = original
 
 
 def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
     """Run one of Pyserini's Lucene command-line tools in this process; its exit status."""
     original = list(args)
+    shards = sharded_index(args) if tool == "search" else None
     args, claim, temporary = claim_tool_output(tool, args, overwrite)
     try:
         start_jvm()
@@ -132,9 +181,14 @@ def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
             args = rewrite_topics(args, Path(scratch))
         sys.argv = [module] + args
         try:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            with shard_searcher_installed() if shards else nullcontext():
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        except BaseException:
+            if claim is not None and tool == "search":
+                temporary.unlink(missing_ok=True)
+            raise
     if claim is not None:
         if code == 0 and temporary.exists():
             claim.replace_with(temporary)
@@ -147,17 +201,58 @@ def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
     return code
 
 
+def merge_runs_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m lsr_pyserini.lucene merge-runs",
+        description="Merge per-shard impact runs (`lucene search --impact` on each shard index, with the "
+                    "same topics and --hits) into the run one index over all the documents gives: top "
+                    "--hits per query by score, ties by docid, Anserini's tie-adjusted scores. See "
+                    "docs/scaling.md.")
+    parser.add_argument("--runs", required=True, help="comma-separated per-shard TREC runs (two or more)")
+    parser.add_argument("--output", required=True, help="the merged TREC run")
+    parser.add_argument("--hits", type=positive_int, default=1000,
+                        help="hits kept per query; each shard run needs at least as many (default: 1000)")
+    parser.add_argument("--topics", default=None,
+                        help="topics file (qid<TAB>text) whose order the merged run follows (default: the "
+                             "runs' own order, which is the topics' order wherever a query has hits)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing run (default: refuse)")
+    return parser
+
+
+def merge_runs_main(argv: list[str]) -> int:
+    from .core.shards import merge_runs
+
+    args = merge_runs_parser().parse_args(argv)
+    paths = [path for path in args.runs.split(",") if path]
+    if len(paths) < 2:
+        raise InputError(f"--runs {args.runs!r}: name two or more shard runs, separated by commas")
+    topics = None
+    if args.topics is not None:
+        from .core.readers import read_queries
+
+        topics = [query.qid for query in read_queries(args.topics)]
+    claim = claim_output(args.output, TREC_RUN, args.overwrite)
+    lines, warnings = merge_runs(paths, args.hits, topics)
+    for message in warnings:
+        warn(message)
+    atomic_write(claim.path, lines)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
-        print(f"\nTools: {', '.join(TOOLS)}. `python -m lsr_pyserini.lucene TOOL --help` shows that tool's flags.\n"
+        print(f"\nTools: {', '.join(TOOLS)}, merge-runs. `python -m lsr_pyserini.lucene TOOL --help` shows "
+              f"that tool's flags.\n"
               f"--overwrite (the wrapper's own flag): replace an existing index (index) or run (search) "
               f"(default: refuse)")
         return 0 if argv else 2
     tool, rest = argv[0], argv[1:]
+    if tool == "merge-runs":
+        return merge_runs_main(rest)
     if tool not in TOOLS:
-        fail(f"unknown tool {tool!r}: expected one of {', '.join(TOOLS)}")
+        fail(f"unknown tool {tool!r}: expected one of {', '.join(TOOLS)}, merge-runs")
     overwrite = "--overwrite" in rest
     return run_tool(tool, [arg for arg in rest if arg != "--overwrite"], overwrite)
 
