@@ -24,7 +24,6 @@ import gzip
 import itertools
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -39,13 +38,9 @@ TIMING = ("seconds_this_run", "documents_per_second_this_run")
 
 
 def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    from lsr_pyserini.core.environment import cpu_model
+
+    return cpu_model()
 
 
 def load() -> str:

@@ -40,7 +40,6 @@ import gzip
 import json
 import math
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -50,9 +49,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-DATA_ROOT = Path(os.environ.get("LSR_PYSERINI_DATA_ROOT", REPO.parent.parent / "shared" / "data"))
-if not (DATA_ROOT / "scifact").is_dir():
-    DATA_ROOT = Path("/work/shared/data")
+DATA_ROOT = Path(os.environ.get("LSR_PYSERINI_DATA_ROOT", REPO.parent / "shared" / "data"))  # ../shared/data
 CORPUS = DATA_ROOT / "scifact" / "corpus.jsonl.gz"
 QUERIES = DATA_ROOT / "scifact" / "queries.test.tsv"
 PY = sys.executable
@@ -60,13 +57,9 @@ DOCS_PER_FILE = 100_000
 
 
 def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    from lsr_pyserini.core.environment import cpu_model
+
+    return cpu_model()
 
 
 def load() -> str:
