@@ -88,8 +88,12 @@ class QueryEncoder:
         self.batch_size = int(self.settings["batch_size"])
 
     def encode_floats(self, texts: list[str], progress=None) -> list[SparseVector]:
-        """Float query weights, in batches of similar length, in the input order."""
-        return encode_in_length_order(self.encoder.encode_queries, texts, self.batch_size, progress)
+        """Float query weights in the input order, one query per forward pass: a padded batch runs the
+        transformer on other shapes, whose float kernels may move a weight across a rounding boundary
+        (seen on an AVX2 CPU: one term of one SciFact query, 24 alone, 23 in a batch). Alone, a query's
+        impacts are the same in `encode queries`, in `Searcher` and inside Pyserini's searchers, which
+        encode one query per call."""
+        return encode_in_length_order(self.encoder.encode_queries, texts, 1, progress)
 
     def impacts(self, vector: SparseVector) -> dict[str, int]:
         return quantize(vector, self.impact_scale)

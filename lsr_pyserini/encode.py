@@ -58,7 +58,9 @@ def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:
                         help="JSONL/JSONL.GZ file, BEIR folder or ir_datasets id" if side == "corpus"
                         else "qid<TAB>text TSV file or ir_datasets id")
     parser.add_argument("--batch-size", type=positive_int,
-                        help="texts per forward pass (default: the preset's, else 32)")
+                        help="texts per forward pass (default: the preset's, else 32)" if side == "corpus" else
+                        "not used for queries: each query is encoded alone, so its impacts match Pyserini's "
+                        "one-query-per-call encoding (accepted for scripts written for documents)")
     parser.add_argument("--max-length", type=positive_int,
                         help=f"tokens kept per {'document' if side == 'corpus' else 'query'} "
                              f"(default: the preset's {'doc' if side == 'corpus' else 'query'}_max_length)")
