@@ -24,7 +24,9 @@ from lsr_pyserini.core.errors import InputError
 from lsr_pyserini.core.outputs import release_outputs
 from lsr_pyserini.core.writer import manifest_path
 
-TIMING = ("seconds_this_run", "documents_per_second_this_run", "seconds")
+# what differs between runs by design: timings, and the environment block (threads, versions, CPU),
+# which core/environment.py records outside the settings a resume compares
+TIMING = ("seconds_this_run", "documents_per_second_this_run", "seconds", "environment")
 SCIFACT = Path(os.environ.get("LSR_PYSERINI_DATA_ROOT", "/work/shared/data")) / "scifact" / "corpus.jsonl.gz"
 
 
@@ -49,7 +51,8 @@ def files_of(folder: Path) -> dict[str, bytes]:
 
 
 def without_timing(manifest: Path) -> dict:
-    """A manifest without its timings and without the --dense-store path (each mode has its own)."""
+    """A manifest without its timings and environment, and without the --dense-store path (each mode
+    has its own)."""
     data = json.loads(manifest.read_text())
     for key in TIMING:
         data.pop(key, None)
