@@ -174,8 +174,12 @@ def test_ctrl_c_with_workers_keeps_complete_shards_and_the_same_command_resumes(
         if process.poll() is None:
             process.send_signal(signal.SIGINT)  # Ctrl-C, to the parent only: it stops its workers
             stderr = process.communicate(timeout=120)[1]
-            break
-        process.communicate()
+            if process.returncode != 0:
+                break
+            # exit 0: the run completed although Ctrl-C was sent (seen once at load ~5 on 2 cores;
+            # not understood yet, see the closing note of the stop that added this): try again
+        else:
+            process.communicate()
         release_outputs()
         for path in (out, manifest_path(out)):
             subprocess.run(["rm", "-rf", str(path)], check=True)
