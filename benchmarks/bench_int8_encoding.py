@@ -14,8 +14,7 @@ docs/quantization.md. The corpus is read from ../shared/data/scifact (or $LSR_PY
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
+import itertools
 import os
 import time
 from pathlib import Path
@@ -27,14 +26,10 @@ CORPUS = DATA_ROOT / "scifact" / "corpus.jsonl.gz"
 
 
 def read_texts(limit: int) -> list[str]:
-    texts = []
-    with gzip.open(CORPUS, "rt", encoding="utf-8") as handle:
-        for line in handle:
-            if len(texts) == limit:
-                break
-            doc = json.loads(line)
-            texts.append(f"{doc.get('title', '')} {doc.get('text', '')}".strip())
-    return texts
+    """The first `limit` documents' texts, read as `encode corpus` reads them."""
+    from lsr_pyserini.core.readers import read_corpus
+
+    return [doc.text for doc in itertools.islice(read_corpus(str(CORPUS)), limit)]
 
 
 def main() -> None:
