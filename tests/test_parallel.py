@@ -151,20 +151,20 @@ def test_dense_store_is_byte_identical_to_one_process(tiny_encoder_only, local_r
 # -- resumption --------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def corpus_400(tmp_path_factory) -> Path:
+def corpus_2000(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
     words = (SAMPLE / "corpus.jsonl").read_text().split()
     path.write_text("".join(json.dumps({"_id": f"d{i}", "text": " ".join(words[i % 50:i % 50 + 40])}) + "\n"
-                            for i in range(400)))
+                            for i in range(2000)))
     return path
 
 
-def test_ctrl_c_with_workers_keeps_complete_shards_and_the_same_command_resumes(tiny_preset, corpus_400, tmp_path):
+def test_ctrl_c_with_workers_keeps_complete_shards_and_the_same_command_resumes(tiny_preset, corpus_2000, tmp_path):
     clean = tmp_path / "clean"
-    encoded("corpus", "--encoder", tiny_preset, "--input", corpus_400, "--output", clean, "--shard-size", "25")
+    encoded("corpus", "--encoder", tiny_preset, "--input", corpus_2000, "--output", clean, "--shard-size", "25")
     out = tmp_path / "vectors"
     command = [sys.executable, "-m", "lsr_pyserini.encode", "corpus", "--encoder", str(tiny_preset), "--input",
-               str(corpus_400), "--output", str(out), "--shard-size", "25", "--workers", "2", "--quiet"]
+               str(corpus_2000), "--output", str(out), "--shard-size", "25", "--workers", "2", "--quiet"]
     for _attempt in range(3):
         process = subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, text=True,
                                    env={**os.environ, "TQDM_DISABLE": "1"})
@@ -176,8 +176,8 @@ def test_ctrl_c_with_workers_keeps_complete_shards_and_the_same_command_resumes(
             stderr = process.communicate(timeout=120)[1]
             if process.returncode != 0:
                 break
-            # exit 0: the run completed although Ctrl-C was sent (seen once at load ~5 on 2 cores;
-            # not understood yet, see the closing note of the stop that added this): try again
+            # exit 0: the run ended before the signal came (seen once at load ~5 on 2 cores with 16
+            # shards: the rest were encoded while this process waited for the CPU); try again
         else:
             process.communicate()
         release_outputs()
@@ -189,10 +189,10 @@ def test_ctrl_c_with_workers_keeps_complete_shards_and_the_same_command_resumes(
     assert process.returncode == 130, stderr
     assert len(errors) == 1 and "documents are in complete shards" in errors[0] and "resume" in errors[0], stderr
     kept = json.loads(manifest_path(out).read_text())
-    assert kept["status"] == "running" and 2 <= len(kept["shards"]) < 16
+    assert kept["status"] == "running" and 2 <= len(kept["shards"]) < 80
     assert {p.name for p in out.iterdir()} <= {f"part-{int(i):05d}.jsonl" for i in kept["shards"]}
 
-    encoded("corpus", "--encoder", tiny_preset, "--input", corpus_400, "--output", out, "--shard-size", "25",
+    encoded("corpus", "--encoder", tiny_preset, "--input", corpus_2000, "--output", out, "--shard-size", "25",
             "--workers", "2")
     assert files_of(out) == files_of(clean)
     assert without_timing(manifest_path(out)) == without_timing(manifest_path(clean))

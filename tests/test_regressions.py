@@ -22,7 +22,9 @@ REGRESSIONS = ["scifact-bm25.yaml", "scifact-splade-tiny.yaml",
                pytest.param("scifact-splade-tiny-finetuned.yaml", marks=ON_REQUEST),  # trains: ~30 min
                pytest.param("scifact-tildev2.yaml", marks=ON_REQUEST),  # trains: ~1 h
                pytest.param("scifact-tilde.yaml", marks=ON_REQUEST),  # trains: ~25 min
-               pytest.param("scifact-sparseembed.yaml", marks=ON_REQUEST)]
+               pytest.param("scifact-sparseembed.yaml", marks=ON_REQUEST),
+               pytest.param("scifact-splade-tiny-int8.yaml", marks=ON_REQUEST),  # ~3 min
+               pytest.param("scifact-bm25-minilm-fusion-int8.yaml", marks=ON_REQUEST)]  # ~8 min
 # The CI tier: one short reproduction per family (subsets of SciFact, short schedules), each with
 # margins over its untrained model and a baseline on the same subset; every file in eval/regressions/ci.
 CI_TIER = sorted(f"ci/{path.name}" for path in (REPO / "eval" / "regressions" / "ci").glob("*.yaml"))
