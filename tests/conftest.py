@@ -19,6 +19,13 @@ SHARED_DATA = Path(os.environ.get("LSR_PYSERINI_DATA_ROOT", REPO.parent / "share
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
+def pytest_collection_modifyitems(items):
+    """The slow tests (real checkpoints and collections, minutes each) first, in their own order:
+    with `-n 2` (pytest-xdist, the README's test command) the two workers start on them while the
+    many short tests fill the gaps, instead of one long regression finishing last alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def sample_vocabulary() -> list[str]:
     words = set()
     for path in (SAMPLE / "corpus.jsonl", SAMPLE / "queries.test.tsv"):

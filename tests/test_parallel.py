@@ -27,6 +27,8 @@ from lsr_pyserini.core.writer import manifest_path
 # what differs between runs by design: timings, and the environment block (threads, versions, CPU),
 # which core/environment.py records outside the settings a resume compares
 TIMING = ("seconds_this_run", "documents_per_second_this_run", "seconds", "environment")
+# one pytest-xdist worker runs this module (`--dist loadgroup`): one local Ray, started once
+pytestmark = pytest.mark.xdist_group("ray")
 SCIFACT = Path(os.environ.get("LSR_PYSERINI_DATA_ROOT", "/work/shared/data")) / "scifact" / "corpus.jsonl.gz"
 
 
