@@ -10,7 +10,8 @@ and pooled vector (a token store: the dense MaxSim baseline's store and the SAEs
 fine-tuned with `python -m lsr_pyserini.train ssr` is used the same way. `index` applies the SAEs
 to the stored embeddings and writes, in one pass, JsonVectorCollection shards of pseudo-terms for
 Lucene (the shared writer) and the code store `rerank --reranker ssr` reads. Queries are encoded
-with `python -m lsr_pyserini.encode queries --encoder ssr --model SSR_MODEL`.
+with `python -m lsr_pyserini.encode queries --encoder ssr --model SSR_MODEL`. `fit` and `index` run
+their SAEs on `--device`, always in float32.
 """
 from __future__ import annotations
 
