@@ -153,3 +153,126 @@ def test_a_bfloat16_training_step_on_the_cpu_keeps_float32_weights(tiny_mlm, tmp
     before = load_file(str(tiny_mlm / "model.safetensors"))
     assert all(t.dtype == torch.float32 for t in weights.values())  # master weights stay float32
     assert any(not torch.equal(weights[k], before[k]) for k in before if k in weights)  # the step trained
+
+
+# -- training on any device: every family moves its tensors to the model's device ------------------
+TRAINING_FAMILIES = {  # family -> (module, class, base fixture, flags)
+    "splade": ("splade", "SpladeFamily", "tiny_mlm", ["--doc-max-length", "32", "--query-max-length", "8",
+                                                      "--teacher", "TEACHER"]),
+    "bgem3": ("bgem3", "BgeM3Family", "tiny_encoder_only", ["--doc-max-length", "32", "--query-max-length", "8",
+                                                            "--colbert-dim", "8", "--self-distill"]),
+    "bm25aug": ("bm25aug", "BM25AugFamily", "tiny_encoder_only", ["--group-size", "3"]),
+    "sparseembed": ("sparseembed", "SparseEmbedFamily", "tiny_mlm", ["--dim", "16", "--doc-max-length", "32",
+                                                                     "--teacher", "TEACHER"]),
+    "tilde": ("tilde", "TildeFamily", "tiny_mlm", ["--doc-max-length", "32", "--query-max-length", "8",
+                                                   "--ranking-weight", "1"]),
+    "tildev2": ("tildev2", "TildeV2Family", "tiny_mlm", ["--doc-max-length", "32", "--bm25-prior-weight", "1",
+                                                         "--bm25-init", "2", "--teacher", "TEACHER"]),
+}
+SSR_FIT = ["--latents", "32", "--k", "4", "--cls-latents", "16", "--cls-k", "2", "--steps", "10", "--cls-steps", "5",
+           "--batch-size", "32", "--cls-batch-size", "4", "--dead-after", "50", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def training_negatives(tmp_path_factory):
+    """Every sample document for every query, as a BM25 run would list them (also a teacher: a TREC run)."""
+    qids = [line.split("\t")[0] for line in (SAMPLE / "queries.test.tsv").read_text().splitlines()]
+    path = tmp_path_factory.mktemp("negatives") / "negatives.txt"
+    path.write_text("".join(f"{q} Q0 s{d} {d} {20 - d} bm25\n" for q in qids for d in range(1, 13)))
+    return path
+
+
+def weight_files(folder) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.suffix in (".safetensors", ".pt")}
+
+
+def train_once(out, family: str, base, negatives, flags: list[str]) -> dict[str, bytes]:
+    """`train FAMILY` for 2 steps (TEACHER in FLAGS: the negatives' run as teacher scores); the saved weights."""
+    from lsr_pyserini.train.__main__ import main as train
+
+    train([family, "--queries", str(SAMPLE / "queries.test.tsv"), "--qrels", str(SAMPLE / "qrels.test.trec"),
+           "--corpus", str(SAMPLE / "corpus.jsonl"), "--negatives", str(negatives), "--output", str(out),
+           "--base", str(base), "--batch-size", "2", "--max-steps", "2", "--quiet",
+           *[str(negatives) if flag == "TEACHER" else str(flag) for flag in flags]])
+    assert "device" not in json.loads((out / "lsr_training.json").read_text())  # the device is no setting
+    return weight_files(out)
+
+
+def train_twice(tmp_path, family: str, base, negatives, flags: list[str]) -> tuple[dict, dict]:
+    """The weights trained with no device flag and with `--device cpu --dtype float32`."""
+    return (train_once(tmp_path / f"{family}-default", family, base, negatives, flags),
+            train_once(tmp_path / f"{family}-cpu", family, base, negatives, [*flags, "--device", "cpu", "--dtype",
+                                                                              "float32"]))
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="auto is CUDA here: not the CPU's weights")
+@pytest.mark.parametrize("family", list(TRAINING_FAMILIES))
+def test_every_family_is_device_ready_and_trains_on_cpu_as_by_default(family, request, training_negatives, tmp_path):
+    module, name, base, flags = TRAINING_FAMILIES[family]
+    assert getattr(importlib.import_module(f"lsr_pyserini.train.{module}"), name).device_ready is True
+    default, cpu = train_twice(tmp_path, family, request.getfixturevalue(base), training_negatives, flags)
+    assert default and cpu == default
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="auto is CUDA here: not the CPU's weights")
+def test_sparseembed_frozen_encoder_stage_trains_on_cpu_as_by_default(tiny_mlm, training_negatives, tmp_path):
+    base = tmp_path / "joint"
+    first = train_once(base, "sparseembed", tiny_mlm, training_negatives, ["--dim", "16", "--doc-max-length", "32"])
+    default, cpu = train_twice(tmp_path, "sparseembed", base, training_negatives,
+                               ["--freeze-encoder", "--fresh-heads", "--dim", "32", "--teacher", "TEACHER",
+                                "--contrastive-weight", "1", "--doc-max-length", "32"])
+    assert cpu == default and default["model.safetensors"] == first["model.safetensors"]  # the encoder stayed
+
+
+@pytest.fixture(scope="module")
+def ssr_tokens(tiny_encoder_only, tmp_path_factory):
+    from lsr_pyserini.ssr.__main__ import main as ssr
+
+    out = tmp_path_factory.mktemp("ssr-devices") / "tokens"
+    ssr(["embed", "--model", str(tiny_encoder_only), "--input", str(SAMPLE / "corpus.jsonl"), "--output", str(out),
+         "--max-length", "32", "--quiet"])
+    return out
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="auto is CUDA here: not the CPU's weights")
+def test_ssr_fit_index_and_train_ssr_on_cpu_as_by_default(ssr_tokens, training_negatives, tmp_path):
+    from lsr_pyserini.ssr.__main__ import main as ssr
+    from lsr_pyserini.train.ssr import SSRFamily
+
+    assert SSRFamily.device_ready is True
+    outputs = {}
+    for name, placement in (("default", []), ("cpu", ["--device", "cpu", "--dtype", "float32"])):
+        ssr(["fit", "--tokens", str(ssr_tokens), "--output", str(tmp_path / f"model-{name}"), *SSR_FIT, *placement])
+        ssr(["index", "--model", str(tmp_path / f"model-{name}"), "--tokens", str(ssr_tokens), "--output",
+             str(tmp_path / f"vectors-{name}"), "--codes", str(tmp_path / f"codes-{name}"), "--quiet", *placement])
+        outputs[name] = [weight_files(tmp_path / f"model-{name}"),
+                         [p.read_bytes() for p in sorted((tmp_path / f"vectors-{name}").glob("*.jsonl"))],
+                         [p.read_bytes() for p in sorted((tmp_path / f"codes-{name}").glob("*.npy"))]]
+    assert outputs["default"][0] and outputs["default"][1] and outputs["default"][2]
+    assert outputs["cpu"] == outputs["default"]
+    default, cpu = train_twice(tmp_path, "ssr", tmp_path / "model-default", training_negatives,
+                               ["--tokens", str(ssr_tokens), "--distill-weight", "1", "--lr", "1e-2"])
+    assert cpu == default and default["sae.safetensors"] != outputs["default"][0]["sae.safetensors"]
+
+
+def test_ssr_fit_and_index_take_the_device_and_float32_only(capsys):
+    from lsr_pyserini.ssr.__main__ import build_parser
+
+    for command in ("fit", "index"):
+        flags = {option: action for action in subparser(build_parser(), [command])._actions
+                 for option in action.option_strings}
+        assert flags["--device"].default == "auto" and set(flags["--dtype"].choices) == {"auto", "float32"}
+        assert "(default: auto)" in flags["--device"].help and "float32 on every device" in flags["--dtype"].help
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["fit", "--tokens", "t", "--output", "o", "--dtype", "float16"])
+    assert "invalid choice: 'float16'" in capsys.readouterr().err
+
+
+def test_a_model_that_does_not_declare_device_ready_is_refused_off_the_cpu(tmp_path):
+    from lsr_pyserini.train.loop import train
+
+    devices._CURRENT.set(devices.Placement("cuda", "float32"))  # as `--device cuda` would, without a GPU
+    with pytest.raises(InputError, match="does not declare device_ready"):
+        train(torch.nn.Linear(2, 2), None, str(tmp_path / "out"), {}, epochs=1, batch_size=1, group_size=2,
+              lr=1e-3, seed=0)
+    assert not (tmp_path / "out").exists()

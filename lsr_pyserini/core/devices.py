@@ -133,6 +133,16 @@ class Placement:
         return torch.amp.GradScaler(self.device.split(":")[0])
 
 
+def cpu_state_dict(module) -> dict:
+    """`module.state_dict()` with every tensor on the CPU (what `torch.save` of a trained head writes, so
+    that the file loads anywhere); the very same object, byte for byte, for a module on the CPU."""
+    state = module.state_dict()
+    for key, value in state.items():
+        if getattr(value, "device", None) is not None and value.device.type != "cpu":
+            state[key] = value.cpu()
+    return state
+
+
 CPU_FLOAT32 = Placement()
 _CURRENT: ContextVar[Placement | None] = ContextVar("lsr_placement", default=None)
 
@@ -176,11 +186,13 @@ def placed(device: str | Placement | None = None, dtype: str | None = None):
         _CURRENT.reset(token)
 
 
-def add_device_args(parser: argparse.ArgumentParser, what: str = "models") -> None:
-    """--device and --dtype, the same on every command that runs a model."""
+def add_device_args(parser: argparse.ArgumentParser, what: str = "models", dtypes: tuple[str, ...] = DTYPES,
+                    dtype_help: str | None = None) -> None:
+    """--device and --dtype, the same on every command that runs a model (a command whose models only
+    compute in float32, e.g. `ssr fit`, offers `dtypes=("auto", "float32")` with its own help)."""
     parser.add_argument("--device", type=device_name, default="auto", metavar="{auto,cpu,cuda,cuda:N,mps}",
                         help=f"where the {what} run: auto = CUDA when present, else the CPU (default: auto)")
-    parser.add_argument("--dtype", choices=DTYPES, default="auto",
-                        help="compute precision (autocast; weights, pooling and quantisation stay float32): "
-                             "auto = float32 on CPU/MPS, float16 on CUDA; promptreps: auto = bfloat16 where "
-                             "the hardware has it (default: auto)")
+    parser.add_argument("--dtype", choices=dtypes, default="auto",
+                        help=dtype_help or "compute precision (autocast; weights, pooling and quantisation stay "
+                                           "float32): auto = float32 on CPU/MPS, float16 on CUDA; promptreps: "
+                                           "auto = bfloat16 where the hardware has it (default: auto)")

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..core.errors import InputError
-from ..core.devices import current
+from ..core.devices import cpu_state_dict, current
 from ..core.hf import FAMILY_FILE, load_masked_lm, load_tokenizer
 from ..core.presets import resolve_model
 from ..core.quantize import Int8Projection, checked_quantize, projection_engine
@@ -155,7 +155,7 @@ class SparseEmbedModel(torch.nn.Module):
 
         self.mlm.save_pretrained(folder)
         self.tokenizer.save_pretrained(folder)
-        torch.save(self.heads.state_dict(), Path(folder) / HEADS_FILE)
+        torch.save(cpu_state_dict(self.heads), Path(folder) / HEADS_FILE)  # loads without a GPU
         write_family(folder, "sparseembed", dim=self.dim)
 
 

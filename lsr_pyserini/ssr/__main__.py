@@ -10,7 +10,8 @@ and pooled vector (a token store: the dense MaxSim baseline's store and the SAEs
 fine-tuned with `python -m lsr_pyserini.train ssr` is used the same way. `index` applies the SAEs
 to the stored embeddings and writes, in one pass, JsonVectorCollection shards of pseudo-terms for
 Lucene (the shared writer) and the code store `rerank --reranker ssr` reads. Queries are encoded
-with `python -m lsr_pyserini.encode queries --encoder ssr --model SSR_MODEL`.
+with `python -m lsr_pyserini.encode queries --encoder ssr --model SSR_MODEL`. `fit` and `index` run
+their SAEs on `--device`, always in float32.
 """
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ from .sae import RETRIEVAL_DEFAULTS, SSR_MODEL, SSRModel, check_sizes, fit_sae
 DEFAULT_IMPACT_SCALE = 100
 # the types of the numeric RETRIEVAL_DEFAULTS on the command line
 RETRIEVAL_TYPES = {"query_term_budget": positive_int, "query_k_min": positive_int, "cls_weight": non_negative_float}
+SAE_DTYPE_HELP = ("the SAEs compute in float32 on every device, auto included: half precision would change which "
+                  "latents TopK keeps and saves next to nothing on matrices this small (default: auto)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--impact-scale", type=positive_float,
                        help="integer impact = round(activation x scale) (default: the model's, 100)")
     index.add_argument("--shard-size", type=positive_int, default=10_000, help="documents per shard (default: 10000)")
+    for command in (fit, index):
+        add_device_args(command, "SAEs", dtypes=("auto", "float32"), dtype_help=SAE_DTYPE_HELP)
     index.add_argument("--overwrite", action="store_true",
                        help="replace existing shards and code store of this tool (default: refuse)")
     for command in (embed, fit, index):
@@ -146,14 +151,14 @@ def add_fit_arguments(parser) -> None:
                         help="replace an existing SSR model folder (default: refuse)")
 
 
-def fit_command(args) -> None:
+def fit_command(args, device: str = "cpu") -> None:
     check_sizes(1, args.latents, args.k)
     check_sizes(1, args.cls_latents, args.cls_k)
     output = claim_output(args.output, SSR_MODEL, args.overwrite)
     store = TokenRows(args.tokens, "tokens")
     backbone = store.manifest["backbone"]
     common = {"lr": args.lr, "seed": args.seed, "aux_k": args.aux_k, "aux_weight": args.aux_weight,
-              "dead_after": args.dead_after, "quiet": args.quiet}
+              "dead_after": args.dead_after, "quiet": args.quiet, "device": device}
     token_sae, token_log = fit_sae(store.arrays["tokens"], args.latents, args.k, args.steps, args.batch_size,
                                    label="token", **common)
     cls_sae, cls_log = fit_sae(store.arrays["pooled"], args.cls_latents, args.cls_k, args.cls_steps,
@@ -171,11 +176,13 @@ def fit_command(args) -> None:
           f"K={args.cls_k} (normalised MSE {cls_log['final_nmse']}); model in {output.path}", file=sys.stderr)
 
 
-def index_command(args) -> None:
+def index_command(args, device: str = "cpu") -> None:
     claim_output(args.codes, TOKEN_STORES["codes"], args.overwrite)  # before any coding
     claim_output(args.output, SHARD_FOLDER, args.overwrite, resumable=True)
     impact_scale = args.impact_scale or DEFAULT_IMPACT_SCALE
     model = SSRModel.load(args.model)
+    for sae in (model.token_sae, model.cls_sae):  # codes are computed on the device, read back to the CPU
+        sae.to(device)
     tokens = TokenRows(args.tokens, "tokens")
     dim = int(tokens.manifest["backbone"]["dim"])
     if dim != model.token_sae.input_dim:
@@ -226,8 +233,11 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     set_threads(args.threads)
     if args.command == "embed":
-        activate(args.device, args.dtype)  # `fit` and `index` run their SAEs on the CPU
-    {"embed": embed, "fit": fit_command, "index": index_command}[args.command](args)
+        activate(args.device, args.dtype)
+        embed(args)
+    else:  # the SAEs train and code in float32 on the device (--dtype offers auto and float32 only)
+        placement = activate(args.device, "float32")
+        {"fit": fit_command, "index": index_command}[args.command](args, placement.device)
 
 
 if __name__ == "__main__":

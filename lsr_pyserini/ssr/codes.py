@@ -19,14 +19,15 @@ CODE_BATCH = 8192
 
 @torch.inference_mode()
 def codes(sae, rows: np.ndarray, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(indices int64, values float32), len(rows) x k, computed in batches."""
+    """(indices int64, values float32), len(rows) x k, computed in batches on the SAE's device (float32)."""
     width = min(k or sae.k, sae.k)
+    device = sae.W_enc.device
     indices = np.zeros((len(rows), width), dtype=np.int64)
     values = np.zeros((len(rows), width), dtype=np.float32)
     for start in range(0, len(rows), CODE_BATCH):
         batch = torch.from_numpy(np.asarray(rows[start:start + CODE_BATCH], dtype=np.float32))
-        i, v = sae.encode(batch, width)
-        indices[start:start + len(batch)], values[start:start + len(batch)] = i.numpy(), v.numpy()
+        i, v = sae.encode(batch if device.type == "cpu" else batch.to(device), width)
+        indices[start:start + len(batch)], values[start:start + len(batch)] = i.cpu().numpy(), v.cpu().numpy()
     return indices, values
 
 

@@ -73,7 +73,8 @@ class TopKSAE(torch.nn.Module):
         return sparse_decode(self.W_dec, indices, values) + self.b_pre
 
     def dense_codes(self, indices: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        return torch.zeros(*indices.shape[:-1], self.latents, dtype=values.dtype).scatter(-1, indices, values)
+        return torch.zeros(*indices.shape[:-1], self.latents, dtype=values.dtype,
+                           device=values.device).scatter(-1, indices, values)
 
     @torch.no_grad()
     def normalize_decoder(self) -> None:
@@ -101,7 +102,7 @@ class SAETrainer:
 
     def __init__(self, sae: TopKSAE, aux_k: int, aux_weight: float, dead_after: int):
         self.sae, self.aux_k, self.aux_weight, self.dead_after = sae, aux_k, aux_weight, dead_after
-        self.since_fired = torch.zeros(sae.latents, dtype=torch.long)
+        self.since_fired = torch.zeros(sae.latents, dtype=torch.long, device=sae.W_enc.device)
 
     def loss(self, x: torch.Tensor) -> tuple[torch.Tensor, dict]:
         sae = self.sae
@@ -109,12 +110,12 @@ class SAETrainer:
         values, indices = pre.topk(sae.k, dim=-1)
         x_hat = sae.decode(indices, values)
         reconstruction, variance = normalised_mse(x, x_hat)
-        fired = torch.zeros(sae.latents, dtype=torch.bool)
+        fired = torch.zeros(sae.latents, dtype=torch.bool, device=x.device)
         fired[indices[values > 0]] = True
         self.since_fired += len(x)
         self.since_fired[fired] = 0
         dead = self.since_fired > self.dead_after
-        loss, aux = reconstruction, torch.zeros(())
+        loss, aux = reconstruction, torch.zeros((), device=x.device)
         if dead.any() and self.aux_weight > 0:
             residual = (x - x_hat).detach()
             dead_pre = pre.masked_fill(~dead, 0.0)
@@ -137,8 +138,11 @@ class SAETrainer:
 
 
 def fit_sae(data: np.ndarray, latents: int, k: int, steps: int, batch_size: int, lr: float, seed: int,
-            aux_k: int, aux_weight: float, dead_after: int, label: str, quiet: bool) -> tuple[TopKSAE, dict]:
-    """Train a TopK SAE on the rows of ``data`` (float16/32, N x d); returns it and a summary."""
+            aux_k: int, aux_weight: float, dead_after: int, label: str, quiet: bool,
+            device: str = "cpu") -> tuple[TopKSAE, dict]:
+    """Train a TopK SAE on the rows of ``data`` (float16/32, N x d) on ``device``, in float32; returns it
+    (on the CPU) and a summary. The initialisation is drawn on the CPU whatever the device, and each
+    batch is read from ``data`` as float32 rows, then moved."""
     from tqdm import tqdm
 
     torch.manual_seed(seed)
@@ -147,6 +151,7 @@ def fit_sae(data: np.ndarray, latents: int, k: int, steps: int, batch_size: int,
     with torch.no_grad():  # b_pre starts at the data mean (a cheap stand-in for the geometric median)
         sample = data[np.sort(generator.choice(len(data), min(len(data), 65536), replace=False))]
         sae.b_pre.copy_(torch.from_numpy(np.asarray(sample, dtype=np.float32).mean(0)))
+    sae.to(device)  # before the optimiser: its state lives beside the parameters
     trainer = SAETrainer(sae, aux_k, aux_weight, dead_after)
     optimizer = torch.optim.Adam(sae.parameters(), lr=lr)
     started, logs = time.time(), {}
@@ -158,17 +163,17 @@ def fit_sae(data: np.ndarray, latents: int, k: int, steps: int, batch_size: int,
             order, position = generator.permutation(len(data)), 0
         rows = np.sort(order[position:position + batch_size])
         position += batch_size
-        logs = trainer.step(optimizer, torch.from_numpy(np.asarray(data[rows], dtype=np.float32)))
+        logs = trainer.step(optimizer, torch.from_numpy(np.asarray(data[rows], dtype=np.float32)).to(device))
         progress.set_postfix(nmse=f"{logs['nmse']:.3f}", dead=logs["dead"])
     progress.close()
     with torch.no_grad():
-        held = torch.from_numpy(np.asarray(sample[:8192], dtype=np.float32))
+        held = torch.from_numpy(np.asarray(sample[:8192], dtype=np.float32)).to(device)
         _, final = trainer.loss(held)
     summary = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "aux_k": aux_k,
                "aux_weight": aux_weight, "dead_after": dead_after, "training_rows": int(len(data)),
                "seconds": round(time.time() - started, 2), "final_nmse": round(final["nmse"], 4),
                "dead_latents": int((trainer.since_fired > dead_after).sum())}
-    return sae.eval(), summary
+    return sae.cpu().eval(), summary
 
 
 class SSRModel:

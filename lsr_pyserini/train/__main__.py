@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--save-every", type=positive_int, default=50, help="checkpoint every N steps (default: 50)")
         p.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
-        add_device_args(p, "model being trained")
+        add_device_args(p, "training steps")
         builder.add_arguments(p)
     return parser
 

@@ -24,6 +24,7 @@ import os
 import torch
 import torch.nn.functional as F
 
+from ..core.devices import cpu_state_dict
 from ..core.hf import load_tokenizer, write_family
 from ..core.options import finite_float, positive_float, positive_int
 from ..core.presets import resolve_model
@@ -57,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class BgeM3Family(torch.nn.Module):
+    device_ready = True  # its batches and tensors live on the body's device (train/loop.py)
+
     def __init__(self, base: str, args):
         super().__init__()
         path = resolve_model(base)
@@ -82,12 +85,15 @@ class BgeM3Family(torch.nn.Module):
     def represent(self, texts: list[str], max_length: int):
         """Differentiable heads: dense (n x H), sparse per vocabulary id (n x |V|), ColBERT vectors
         (n x (L - 1) x dim) with their mask."""
+        device = self.sparse_linear.weight.device
         encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        if device.type != "cpu":
+            encoded = {k: v.to(device) for k, v in encoded.items()}
         hidden = self.encoder(**encoded).last_hidden_state
         mask, ids = encoded["attention_mask"], encoded["input_ids"]
         keep = mask.bool() & ~torch.isin(ids, self.dropped)
         weights = torch.relu(self.sparse_linear(hidden)).squeeze(-1) * keep
-        sparse = torch.zeros(len(texts), self.vocabulary, dtype=weights.dtype).scatter_reduce(
+        sparse = torch.zeros(len(texts), self.vocabulary, dtype=weights.dtype, device=device).scatter_reduce(
             1, ids, weights, reduce="amax")
         colbert = F.normalize(self.colbert_linear(hidden[:, 1:]), dim=-1)
         return F.normalize(hidden[:, 0], dim=-1), sparse, colbert, mask[:, 1:].bool()
@@ -130,8 +136,8 @@ class BgeM3Family(torch.nn.Module):
     def save(self, folder) -> None:
         self.encoder.save_pretrained(folder)
         self.tokenizer.save_pretrained(folder)
-        torch.save(self.sparse_linear.state_dict(), os.path.join(folder, SPARSE_HEAD_FILE))
-        torch.save(self.colbert_linear.state_dict(), os.path.join(folder, COLBERT_HEAD_FILE))
+        for head, name in ((self.sparse_linear, SPARSE_HEAD_FILE), (self.colbert_linear, COLBERT_HEAD_FILE)):
+            torch.save(cpu_state_dict(head), os.path.join(folder, name))
         write_family(folder, "bgem3", body=self.encoder.config.model_type)
 
 

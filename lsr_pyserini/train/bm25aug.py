@@ -38,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class BM25AugFamily(torch.nn.Module):
+    device_ready = True  # the documents' BM25 vectors are moved to the encoder's device (train/loop.py)
+
     def __init__(self, base: str, args):
         super().__init__()
         bm25_check(args.k1, args.b)
@@ -51,7 +53,7 @@ class BM25AugFamily(torch.nn.Module):
 
     def loss(self, batch: Batch, step: int):
         boosts, bow, augmentation = self.model(batch.queries)
-        scores = boosts @ self.documents.matrix(batch.document_ids).T
+        scores = boosts @ self.documents.matrix(batch.document_ids).to(boosts.device).T
         ranking = contrastive_loss(scores, batch.group_size)
         penalty = (augmentation * self.penalty).sum(1).mean()
         logs = {"rank": float(ranking.detach()), "aug_nnz": float((augmentation > 0.005).sum(1).float().mean())}

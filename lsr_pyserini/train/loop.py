@@ -40,12 +40,22 @@ def _linear_schedule(total_steps: int, warmup_steps: int):
     return factor
 
 
-def _save_checkpoint(path: Path, model, optimizer, scheduler, step: int, settings: dict) -> None:
+def _cuda_index(device: str) -> int | None:
+    """The CUDA device index of a placement's device, None for any other device."""
+    if not device.startswith("cuda"):
+        return None
+    return int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()
+
+
+def _save_checkpoint(path: Path, model, optimizer, scheduler, step: int, settings: dict, device: str = "cpu") -> None:
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+             "scheduler": scheduler.state_dict(), "step": step, "settings": settings,
+             "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
+             "numpy_rng": np.random.get_state()}
+    if _cuda_index(device) is not None:  # dropout on a GPU draws from its own generator
+        state["cuda_rng"] = torch.cuda.get_rng_state(_cuda_index(device))
     with written_aside(path) as handle:
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "scheduler": scheduler.state_dict(), "step": step, "settings": settings,
-                    "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-                    "numpy_rng": np.random.get_state()}, handle)
+        torch.save(state, handle)
 
 
 def claim_training_output(output: str, overwrite: bool):
@@ -64,9 +74,11 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     from tqdm import tqdm
 
     placement = current()  # --device/--dtype (core/devices.py): float32 master weights, autocast forward
+    # every family of this package moves its batches and tensors to the model's device and says so
+    # (`device_ready = True`); a model without the attribute (e.g. one of a Python caller) trains on the CPU only
     if not placement.on_cpu and not getattr(model, "device_ready", False):
-        raise InputError(f"training {type(model).__name__} on {placement.device} is not supported yet: "
-                         f"use --device cpu (--dtype bfloat16 works there)")
+        raise InputError(f"training {type(model).__name__} on {placement.device}: the model does not declare "
+                         f"device_ready (that its loss puts every tensor on the model's device); use --device cpu")
     claim = claim_training_output(output, overwrite)
     if claim.present and overwrite:
         claim.clear()
@@ -95,6 +107,8 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
         scheduler.load_state_dict(state["scheduler"])
         step = state["step"]
         torch.set_rng_state(state["torch_rng"])
+        if "cuda_rng" in state and _cuda_index(placement.device) is not None:
+            torch.cuda.set_rng_state(state["cuda_rng"], _cuda_index(placement.device))
         random.setstate(state["python_rng"])
         np.random.set_state(state["numpy_rng"])
     model.train()
@@ -127,10 +141,10 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
                 progress.set_postfix({k: f"{v:.4g}" for k, v in last_logs.items()})
                 progress.update(1)
                 if step % save_every == 0 and step < total:
-                    _save_checkpoint(checkpoint, model, optimizer, scheduler, step, settings)
+                    _save_checkpoint(checkpoint, model, optimizer, scheduler, step, settings, placement.device)
     except KeyboardInterrupt:
         progress.close()
-        _save_checkpoint(checkpoint, model, optimizer, scheduler, step, settings)
+        _save_checkpoint(checkpoint, model, optimizer, scheduler, step, settings, placement.device)
         raise Interrupted(f"interrupted at step {step} of {total}: checkpoint saved; "
                           f"run the same command to resume") from None
     progress.close()

@@ -51,10 +51,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def top_k_vectors(weights: torch.Tensor, ids: torch.Tensor, vocabulary: int) -> torch.Tensor:
     """The top-k sparse vectors as B x |V| (zero outside each text's chosen terms), for FLOPS."""
-    return torch.zeros(weights.shape[0], vocabulary).scatter(1, ids, weights)
+    dense = torch.zeros(weights.shape[0], vocabulary, dtype=weights.dtype, device=weights.device)
+    return dense.scatter(1, ids, weights)
 
 
 class SparseEmbedFamily(torch.nn.Module):
+    # the encoder moves its batches (encoders/sparseembed.py); the teacher's scores, the FLOPS vectors and a
+    # frozen encoder's cached selections are on the heads' device too (train/loop.py)
+    device_ready = True
+
     def __init__(self, base: str, args):
         super().__init__()
         path = resolve_model(base)
@@ -93,7 +98,7 @@ class SparseEmbedFamily(torch.nn.Module):
         dense = embedding_scores(q_ids, q_emb, d_ids, d_emb)
         sparse = embedding_scores(q_ids, q_weights.unsqueeze(-1), d_ids, d_weights.unsqueeze(-1))  # w^Q . w^D
         if batch.teacher is not None:
-            teacher = torch.tensor(batch.teacher)
+            teacher = torch.tensor(batch.teacher, device=dense.device)
             main = margin_mse(dense, teacher, batch.group_size)
             auxiliary = margin_mse(sparse, teacher, batch.group_size)
             if a.contrastive_weight:

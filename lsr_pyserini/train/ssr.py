@@ -44,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def padded_codes(sae, vectors: torch.Tensor, keep: torch.Tensor):
     """TopK codes of the kept rows of B x L x d vectors, as B x L x K (zeros where not kept)."""
     values, indices = sae.pre_activations(vectors[keep]).topk(sae.k, dim=-1)
-    all_values = torch.zeros(*keep.shape, sae.k, dtype=values.dtype)
-    all_indices = torch.zeros(*keep.shape, sae.k, dtype=torch.long)
+    all_values = torch.zeros(*keep.shape, sae.k, dtype=values.dtype, device=values.device)
+    all_indices = torch.zeros(*keep.shape, sae.k, dtype=torch.long, device=values.device)
     all_values[keep], all_indices[keep] = values, indices
     return all_indices, all_values, sae.decode(indices, values)
 
@@ -54,7 +54,8 @@ def late_interaction(query_codes, doc_codes, latents: int) -> torch.Tensor:
     """B x D matrix of sum_i max_t z_q,i . z_d,t (padded rows have zero codes, scores are >= 0)."""
     q_index, q_value = query_codes
     d_index, d_value = doc_codes
-    dense_queries = torch.zeros(*q_index.shape[:2], latents, dtype=q_value.dtype).scatter(-1, q_index, q_value)
+    dense_queries = torch.zeros(*q_index.shape[:2], latents, dtype=q_value.dtype,
+                                device=q_value.device).scatter(-1, q_index, q_value)
     gathered = dense_queries[:, :, d_index]                          # B x Lq x D x Ld x K
     similarities = (gathered * d_value).sum(-1)                      # B x Lq x D x Ld
     return similarities.amax(-1).sum(1)                              # B x D
@@ -68,6 +69,9 @@ def dense_maxsim(queries, query_keep, documents, doc_keep) -> torch.Tensor:
 
 
 class SSRFamily(torch.nn.Module):
+    # the frozen backbone's outputs and the token store's rows are moved to the SAEs' device (train/loop.py)
+    device_ready = True
+
     def __init__(self, base: str | None, args):
         super().__init__()
         if not base:
@@ -104,6 +108,9 @@ class SSRFamily(torch.nn.Module):
                 pooled, tokens, keep = self.stored(ids)
             else:
                 pooled, tokens, keep = self.backbone.forward(texts, side)
+        device = self.token_sae.W_enc.device
+        if device.type != "cpu":
+            pooled, tokens, keep = pooled.to(device), tokens.to(device), keep.to(device)
         index, value, decoded = padded_codes(self.token_sae, tokens, keep)
         cls_index, cls_value = self.cls_sae.encode(pooled)
         cls_dense = self.cls_sae.dense_codes(cls_index, cls_value)

@@ -40,6 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 class TildeFamily(torch.nn.Module):
+    device_ready = True  # the model moves its batches (encoders/tilde.py); targets and counts are moved here
+
     def __init__(self, base: str, args):
         super().__init__()
         self.tilde = TildeModel(base, args.doc_max_length, args.query_max_length)
@@ -52,10 +54,11 @@ class TildeFamily(torch.nn.Module):
         self.ranking_weight = float(getattr(args, "ranking_weight", 0.0) or 0.0)
 
     def targets(self, texts: list[str], side: str) -> torch.Tensor:
+        """B x |V| 0/1 labels of the texts' terms, built on the CPU, on the model's device."""
         labels = torch.zeros(len(texts), self.tilde.vocab_size)
         for row, text in enumerate(texts):
             labels[row, self.tilde.token_ids(text, side)] = 1.0
-        return labels
+        return labels.to(self.valid.device)
 
     def likelihood_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         losses = F.binary_cross_entropy_with_logits(logits, labels, reduction="none") * self.valid
@@ -73,7 +76,7 @@ class TildeFamily(torch.nn.Module):
         for row, text in enumerate(queries):
             for term in self.tilde.scored_terms(text):
                 counts[row, term] += 1
-        return counts @ F.logsigmoid(logits).T
+        return counts.to(logits.device) @ F.logsigmoid(logits).T
 
     def loss(self, batch: Batch, step: int):
         every_passage = bool(self.passage_terms_weight or self.ranking_weight)  # negatives too, not only positives

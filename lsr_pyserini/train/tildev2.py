@@ -72,7 +72,8 @@ def fit_head_to_bm25(model: TildeV2Model, tokenizer, passages: list[tuple[str, s
     """Set the head to the ridge least-squares fit of BM25 weights on the hidden states of the
     (docid, text) passages' non-special tokens; returns the fit's R^2 on those positions."""
     special = torch.tensor(tokenizer.all_special_ids)
-    size = model.tok_proj.in_features + 1
+    device = model.tok_proj.weight.device  # the hidden states come from the model's device; the sums run in
+    size = model.tok_proj.in_features + 1  # float64 on the CPU (MPS has no float64)
     gram, moment = torch.zeros(size, size, dtype=torch.float64), torch.zeros(size, dtype=torch.float64)
     count, total, total_sq = 0, 0.0, 0.0
     was_training = model.training
@@ -82,7 +83,8 @@ def fit_head_to_bm25(model: TildeV2Model, tokenizer, passages: list[tuple[str, s
         encoded = tokenizer([text for _, text in chunk], padding=True, truncation=True, max_length=max_length,
                             return_tensors="pt")
         keep = encoded["attention_mask"].bool() & ~torch.isin(encoded["input_ids"], special)
-        hidden = model.bert(**encoded).last_hidden_state[keep].double()
+        inputs = encoded if device.type == "cpu" else {k: v.to(device) for k, v in encoded.items()}
+        hidden = model.bert(**inputs).last_hidden_state.cpu()[keep].double()
         features = torch.cat([hidden, torch.ones(len(hidden), 1, dtype=hidden.dtype)], dim=1)
         target = bm25.matrix([docid for docid, _ in chunk]).gather(1, encoded["input_ids"])[keep].double()
         gram += features.T @ features
@@ -100,12 +102,14 @@ def fit_head_to_bm25(model: TildeV2Model, tokenizer, passages: list[tuple[str, s
 
 
 class TildeV2Family(torch.nn.Module):
+    device_ready = True  # batches, special ids and BM25 vectors on the model's device (train/loop.py)
+
     def __init__(self, base: str, args):
         super().__init__()
         path = resolve_model(base)
         self.tokenizer = load_tokenizer(path)
         self.model = TildeV2Model.from_pretrained(path, require_head=False)
-        self.special = torch.tensor(self.tokenizer.all_special_ids)
+        self.register_buffer("special", torch.tensor(self.tokenizer.all_special_ids), persistent=False)
         self.args = args
         self.bm25 = None
         if args.bm25_prior_weight > 0 or args.bm25_init > 0:
@@ -116,20 +120,25 @@ class TildeV2Family(torch.nn.Module):
             r2 = fit_head_to_bm25(self.model, self.tokenizer, passages, self.bm25, args.doc_max_length)
             print(f"head fitted to the BM25 weights of {len(passages)} passages: R^2 {r2:.3f}", file=sys.stderr)
 
+    def tokenize(self, texts: list[str], **options) -> dict[str, torch.Tensor]:
+        """A tokenizer batch on the model's device."""
+        encoded = self.tokenizer(texts, padding=True, truncation=True, return_tensors="pt", **options)
+        device = self.special.device
+        return encoded if device.type == "cpu" else {k: v.to(device) for k, v in encoded.items()}
+
     def loss(self, batch: Batch, step: int):
-        docs = self.tokenizer(batch.documents, padding=True, truncation=True,
-                              max_length=self.args.doc_max_length, return_tensors="pt")
+        docs = self.tokenize(batch.documents, max_length=self.args.doc_max_length)
         weights = self.model.token_weights(docs)
         doc_keep = docs["attention_mask"].bool() & ~torch.isin(docs["input_ids"], self.special)
         weights = weights * doc_keep
-        queries = self.tokenizer(batch.queries, padding=True, truncation=True, add_special_tokens=False,
-                                 max_length=self.args.query_max_length, return_tensors="pt")
+        queries = self.tokenize(batch.queries, add_special_tokens=False, max_length=self.args.query_max_length)
         scores = exact_match_scores(queries["input_ids"], queries["attention_mask"].float(),
                                     docs["input_ids"], weights)
         loss = contrastive_loss(scores, batch.group_size, in_batch=not self.args.no_in_batch)
         logs = {"rank": float(loss.detach()), "doc_nnz": float((weights > 0).sum(1).float().mean())}
         if self.args.bm25_prior_weight > 0:
-            prior = bm25_prior(weights, docs["input_ids"], doc_keep, self.bm25.matrix(batch.document_ids))
+            bm25 = self.bm25.matrix(batch.document_ids).to(weights.device)
+            prior = bm25_prior(weights, docs["input_ids"], doc_keep, bm25)
             logs["prior"] = float(prior.detach())
             loss = loss + self.args.bm25_prior_weight * prior
         return with_margin_mse(loss, logs, scores, batch.teacher, batch.group_size, self.args.margin_mse_weight), logs
