@@ -211,7 +211,27 @@ def test_every_family_is_device_ready_and_trains_on_cpu_as_by_default(family, re
     module, name, base, flags = TRAINING_FAMILIES[family]
     assert getattr(importlib.import_module(f"lsr_pyserini.train.{module}"), name).device_ready is True
     default, cpu = train_twice(tmp_path, family, request.getfixturevalue(base), training_negatives, flags)
-    assert default and cpu == default
+    if family == "sparseembed" and cpu != default:
+        # joint SparseEmbed training varies in the last bits of the word embeddings between two runs in
+        # one process, with or without --device (seen: 1.8e-12 after 2 steps): compare the tensors
+        assert_same_tensors(default, cpu, atol=1e-9)
+    else:
+        assert default and cpu == default
+
+
+def assert_same_tensors(first: dict[str, bytes], second: dict[str, bytes], atol: float) -> None:
+    import io
+
+    import torch
+    from safetensors.torch import load
+
+    assert first.keys() == second.keys()
+    for name in first:
+        read = load if name.endswith(".safetensors") else (lambda data: torch.load(io.BytesIO(data)))
+        a, b = read(first[name]), read(second[name])
+        assert a.keys() == b.keys(), name
+        for key in a:
+            assert a[key].shape == b[key].shape and torch.allclose(a[key], b[key], rtol=0, atol=atol), (name, key)
 
 
 @pytest.mark.skipif(not NO_CUDA, reason="auto is CUDA here: not the CPU's weights")
