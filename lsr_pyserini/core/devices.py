@@ -111,11 +111,7 @@ class Placement:
     def to(self, value):
         """A module or tensor moved to the device; a tokenizer batch (a mapping) as a new dict of moved
         tensors. Unchanged on the CPU (nothing copied)."""
-        if self.on_cpu or value is None:
-            return value
-        if isinstance(value, Mapping):
-            return {k: v.to(self.device) if hasattr(v, "to") else v for k, v in value.items()}
-        return value.to(self.device)
+        return moved(value, self.device)
 
     def identity(self) -> dict:
         """What an output's settings record: the dtype when not float32; never the device."""
@@ -131,6 +127,16 @@ class Placement:
         import torch
 
         return torch.amp.GradScaler(self.device.split(":")[0])
+
+
+def moved(value, device):
+    """`value` (a module, a tensor, or a tokenizer batch: a mapping, returned as a new dict of moved
+    tensors) on `device` (a name or a torch.device); unchanged on the CPU (nothing copied)."""
+    if value is None or str(device) == "cpu":
+        return value
+    if isinstance(value, Mapping):
+        return {k: v.to(device) if hasattr(v, "to") else v for k, v in value.items()}
+    return value.to(device)
 
 
 def cpu_state_dict(module) -> dict:

@@ -24,7 +24,7 @@ import os
 import torch
 import torch.nn.functional as F
 
-from ..core.devices import cpu_state_dict
+from ..core.devices import cpu_state_dict, moved
 from ..core.hf import load_tokenizer, write_family
 from ..core.options import finite_float, positive_float, positive_int
 from ..core.presets import resolve_model
@@ -87,8 +87,7 @@ class BgeM3Family(torch.nn.Module):
         (n x (L - 1) x dim) with their mask."""
         device = self.sparse_linear.weight.device
         encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        if device.type != "cpu":
-            encoded = {k: v.to(device) for k, v in encoded.items()}
+        encoded = moved(encoded, device)
         hidden = self.encoder(**encoded).last_hidden_state
         mask, ids = encoded["attention_mask"], encoded["input_ids"]
         keep = mask.bool() & ~torch.isin(ids, self.dropped)

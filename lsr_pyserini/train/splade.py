@@ -6,6 +6,7 @@ import argparse
 
 import torch
 
+from ..core.devices import moved
 from ..core.hf import load_masked_lm, load_tokenizer, write_family
 from ..core.options import non_negative_float, non_negative_int, positive_int
 from ..core.presets import resolve_model
@@ -56,8 +57,7 @@ class SpladeFamily(torch.nn.Module):
         gradients as pooling the full logits (ties aside), at a fraction of the time and memory."""
         encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
         device = self.head.weight.device
-        if device.type != "cpu":
-            encoded = {k: v.to(device) for k, v in encoded.items()}
+        encoded = moved(encoded, device)
         hidden = run_to_head(self.model, encoded)  # B x L x H, with gradient
         weight, bias = self.head.weight[: self.terms], self.head_bias
         padding = ~encoded["attention_mask"].bool().unsqueeze(-1)

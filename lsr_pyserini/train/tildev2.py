@@ -20,6 +20,7 @@ from itertools import islice
 
 import torch
 
+from ..core.devices import moved
 from ..core.hf import load_tokenizer, write_family
 from ..core.options import non_negative_float, non_negative_int, positive_int, probability
 from ..core.presets import resolve_model
@@ -83,8 +84,7 @@ def fit_head_to_bm25(model: TildeV2Model, tokenizer, passages: list[tuple[str, s
         encoded = tokenizer([text for _, text in chunk], padding=True, truncation=True, max_length=max_length,
                             return_tensors="pt")
         keep = encoded["attention_mask"].bool() & ~torch.isin(encoded["input_ids"], special)
-        inputs = encoded if device.type == "cpu" else {k: v.to(device) for k, v in encoded.items()}
-        hidden = model.bert(**inputs).last_hidden_state.cpu()[keep].double()
+        hidden = model.bert(**moved(encoded, device)).last_hidden_state.cpu()[keep].double()
         features = torch.cat([hidden, torch.ones(len(hidden), 1, dtype=hidden.dtype)], dim=1)
         target = bm25.matrix([docid for docid, _ in chunk]).gather(1, encoded["input_ids"])[keep].double()
         gram += features.T @ features
@@ -123,8 +123,7 @@ class TildeV2Family(torch.nn.Module):
     def tokenize(self, texts: list[str], **options) -> dict[str, torch.Tensor]:
         """A tokenizer batch on the model's device."""
         encoded = self.tokenizer(texts, padding=True, truncation=True, return_tensors="pt", **options)
-        device = self.special.device
-        return encoded if device.type == "cpu" else {k: v.to(device) for k, v in encoded.items()}
+        return moved(encoded, self.special.device)
 
     def loss(self, batch: Batch, step: int):
         docs = self.tokenize(batch.documents, max_length=self.args.doc_max_length)
