@@ -12,6 +12,12 @@ import pytest
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Two xdist workers, each with torch's two OpenMP threads, share 2 cores: OpenMP's default
+# busy-waiting then spends a worker's CPU spinning at every barrier while the other worker needs
+# it. Passive waiting gave the same shards and cut two concurrent 400-document SciFact encodings
+# from 70.5 s to 40.2 s on 2 cores (one alone: 27.2 vs 27.8 s); docs/ci.md. Set here, before any
+# test imports torch, so that the workers and every command they start inherit it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "lsr_pyserini" / "sample"
