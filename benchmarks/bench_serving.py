@@ -1,7 +1,7 @@
 """Serving latency: Lucene impact search (Pyserini's `LuceneImpactSearcher`) against Seismic, exact
 and one fast setting, on the same vectors and the same queries, one thread, in one run.
 
-    python benchmarks/bench_serving.py --vectors DIR --queries Q.tsv --lucene-index IDX --qrels QRELS --json OUT
+    python benchmarks/bench_serving.py --vectors DIR --queries Q.tsv --lucene-index IDX [--qrels QRELS] --json OUT
         [--seismic-index DIR] [--fast "query_cut=10,heap_factor=1.0"] [--fast-index DIR --fast-build "n_postings=..."]
 
 DIR: the JsonVectorCollection shards (`encode corpus`); Q.tsv: the impact query TSV (`encode
@@ -89,7 +89,9 @@ def main() -> None:
     parser.add_argument("--vectors", required=True, help="JsonVectorCollection shards (encode corpus --output)")
     parser.add_argument("--queries", required=True, help="impact query TSV (encode queries --output)")
     parser.add_argument("--lucene-index", required=True, help="Lucene impact index of --vectors")
-    parser.add_argument("--qrels", required=True, help="TREC qrels")
+    parser.add_argument("--qrels", help="TREC qrels (leave out for a collection without judgements, such as the "
+                                        "synthetic ones of bench_scale.py: the recall of Lucene's exact top k is then "
+                                        "the quality figure)")
     parser.add_argument("--json", required=True, help="figures written here")
     parser.add_argument("--seismic-index", help="exact Seismic index (built here when absent; default: beside --json)")
     parser.add_argument("--fast", type=SEARCH_KNOBS, default={"query_cut": 10, "heap_factor": 1.0},
@@ -106,13 +108,15 @@ def main() -> None:
     out = Path(args.json)
     queries = read_impact_queries(args.queries)
     exact_dir = Path(args.seismic_index or out.with_name(out.stem + ".seismic"))
-    if not exact_dir.is_dir():
-        manifest = build_seismic_index(args.vectors, str(exact_dir), SeismicBuild(threads=1))
-        print(f"built the exact Seismic index in {manifest['build_seconds']:.1f}s", file=sys.stderr)
-    engines = {}
-    exact = SeismicSearcher(str(exact_dir))
+    exact = None  # built and opened only when an engine searches it
+    if "seismic-exact" in args.engines or ("seismic-fast" in args.engines and not args.fast_index):
+        if not exact_dir.is_dir():
+            manifest = build_seismic_index(args.vectors, str(exact_dir), SeismicBuild(threads=1))
+            print(f"built the exact Seismic index in {manifest['build_seconds']:.1f}s", file=sys.stderr)
+        exact = SeismicSearcher(str(exact_dir))
+    engines, lucene_documents = {}, None
     if "lucene" in args.engines:
-        engines["lucene"] = lucene_search(args.lucene_index)[0]
+        engines["lucene"], lucene_documents = lucene_search(args.lucene_index)
     if "seismic-exact" in args.engines:
         engines["seismic-exact"] = seismic_search(exact)
     if "seismic-fast" in args.engines:
@@ -125,7 +129,8 @@ def main() -> None:
             fast_searcher = SeismicSearcher(args.fast_index)
         engines["seismic-fast"] = seismic_search(fast_searcher, **args.fast)
 
-    figures = {"queries": len(queries), "documents": exact.documents, "fast": args.fast,
+    documents = exact.documents if exact else fast_searcher.documents if "seismic-fast" in engines else lucene_documents
+    figures = {"queries": len(queries), "documents": documents, "fast": args.fast,
                "fast_index": args.fast_index, "fast_build": args.fast_build, "cpu": _cpu_model(), "load_before": os.getloadavg(), "engines": {}}
     runs = {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -136,7 +141,8 @@ def main() -> None:
                 runs[(name, k)] = run
                 entry = {"mean_ms": float(times.mean()), "p50_ms": float(np.percentile(times, 50)),
                          "p99_ms": float(np.percentile(times, 99))}
-                entry["ndcg_cut_10"], entry["recall_1000"] = quality(args.qrels, run, Path(scratch) / f"{name}.{k}")
+                entry["ndcg_cut_10"], entry["recall_1000"] = quality(args.qrels, run, Path(scratch) / f"{name}.{k}") \
+                    if args.qrels else (None, None)
                 figures["engines"].setdefault(name, {})[str(k)] = entry
     figures["load_after"] = os.getloadavg()
     if "lucene" in engines:
@@ -164,8 +170,12 @@ def main() -> None:
     for name, per_k in figures["engines"].items():
         for k, e in per_k.items():
             print(f"{name:<14} {k:>5} {e['mean_ms']:9.2f} {e['p50_ms']:8.2f} {e['p99_ms']:8.2f} "
-                  f"{e['ndcg_cut_10']:8.4f} {e['recall_1000']:7.4f} {e.get('speedup_over_lucene', 0):8.2f} "
+                  f"{number(e['ndcg_cut_10'], 8)} {number(e['recall_1000'], 7)} {e.get('speedup_over_lucene', 0):8.2f} "
                   f"{e.get('queries_identical_to_lucene', '-'):>8} {e.get('recall_of_lucene_top_k', 0):9.4f}")
+
+
+def number(value, width: int) -> str:
+    return f"{value:{width}.4f}" if value is not None else f"{'-':>{width}}"
 
 
 def _cpu_model() -> str:
