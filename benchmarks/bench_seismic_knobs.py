@@ -27,7 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_serving import _cpu_model, quality, seismic_search, timed  # noqa: E402
+from bench_serving import quality, seismic_search, timed  # noqa: E402
+from lsr_pyserini.core.environment import cpu_model  # noqa: E402
 
 from lsr_pyserini.core.options import positive_int  # noqa: E402
 from lsr_pyserini.stores.seismic import SeismicSearcher, read_impact_queries  # noqa: E402
@@ -63,7 +64,7 @@ def main() -> None:
     searcher = SeismicSearcher(args.index)
     settings = [{"query_cut": None, "heap_factor": 1.0}] + [
         {"query_cut": c, "heap_factor": h} for c, h in itertools.product(args.query_cuts, args.heap_factors)]
-    figures = {"index": args.index, "queries": len(queries), "documents": searcher.documents, "cpu": _cpu_model(),
+    figures = {"index": args.index, "queries": len(queries), "documents": searcher.documents, "cpu": cpu_model(),
                "load_before": os.getloadavg(), "settings": []}
     exact_runs = {}
     deepest = max(args.ks)

@@ -26,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from lsr_pyserini.core.environment import cpu_model  # noqa: E402
 from lsr_pyserini.core.evaluation import evaluate_run  # noqa: E402
 from lsr_pyserini.core.options import NamedNumbers, Number, positive_int  # noqa: E402
 from lsr_pyserini.core.writer import run_lines  # noqa: E402
@@ -131,7 +132,7 @@ def main() -> None:
 
     documents = exact.documents if exact else fast_searcher.documents if "seismic-fast" in engines else lucene_documents
     figures = {"queries": len(queries), "documents": documents, "fast": args.fast,
-               "fast_index": args.fast_index, "fast_build": args.fast_build, "cpu": _cpu_model(), "load_before": os.getloadavg(), "engines": {}}
+               "fast_index": args.fast_index, "fast_build": args.fast_build, "cpu": cpu_model(), "load_before": os.getloadavg(), "engines": {}}
     runs = {}
     with tempfile.TemporaryDirectory() as scratch:
         for name, search in engines.items():
@@ -176,16 +177,6 @@ def main() -> None:
 
 def number(value, width: int) -> str:
     return f"{value:{width}.4f}" if value is not None else f"{'-':>{width}}"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":
