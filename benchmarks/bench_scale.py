@@ -2,7 +2,8 @@
 
     python benchmarks/bench_scale.py --docs 10000,100000,1000000 --json OUT.json
         [--work /work/scale] [--vectors DIR] [--queries FILE.tsv] [--index-threads 2]
-        [--plot docs/img/scale.png] [--skip-throughput] [--throughput-docs 1024] [--seed 0]
+        [--plot docs/img/scale.png] [--skip-throughput] [--throughput-docs 1024] [--throughput-shard-size 128]
+        [--seed 0]
         [--processes 2] [--rebuild]
 
 Collections. The real SciFact corpus encoded with SPLADE-tiny (`encode corpus --encoder splade-tiny`,
@@ -24,9 +25,11 @@ LuceneImpactSearcher applied), one warm-up pass, then each query timed at k=10 a
 (Anserini's search, its hits handed to Python by pyjnius); p50 and p99. Growth: the least-squares slope
 of log(figure) against log(N) over the sizes (1 = linear).
 
-Throughput: `python -m lsr_pyserini.encode corpus` on the first --throughput-docs SciFact documents
-as a subprocess, in one process, with `--workers 2` and with `--ray`, wall time (model loading
-included); docs/s and each one's ratio to one process. Skipped (and said so) when `encode corpus`
+Throughput: `python -m lsr_pyserini.encode corpus --shard-size S` (--throughput-shard-size,
+default 128: a shard is encoded in one place, so workers need several each) on the first
+--throughput-docs SciFact documents as a subprocess, in one process, with `--workers 2` and with
+`--ray`, wall time (Python start, Ray start and model loading included); docs/s and each one's ratio
+to one process. Skipped (and said so) when `encode corpus`
 has no --workers/--ray flags, or with --skip-throughput.
 
 WORK/N/vectors and WORK/N/index are kept and reused (the build time recorded when built is
@@ -303,7 +306,7 @@ def latency(index: Path, queries: list[dict[str, int]]) -> dict:
 
 # ---- throughput ---------------------------------------------------------------------------------
 
-def throughput(work: Path, docs: int) -> dict:
+def throughput(work: Path, docs: int, shard_size: int) -> dict:
     help_text = subprocess.run([PY, "-m", "lsr_pyserini.encode", "corpus", "--help"], capture_output=True,
                                text=True, cwd=REPO).stdout
     if "--workers" not in help_text or "--ray" not in help_text:
@@ -316,11 +319,11 @@ def throughput(work: Path, docs: int) -> dict:
             if i == docs:
                 break
             out.write(line)
-    figures = {"documents": docs}
+    figures = {"documents": docs, "shard_size": shard_size}
     for name, extra in (("one_process", []), ("workers_2", ["--workers", "2"]), ("ray", ["--ray"])):
         load_before = load()
         wall = run([PY, "-m", "lsr_pyserini.encode", "corpus", "--encoder", "splade-tiny", "--input", str(sample),
-                    "--output", str(folder / name), "--overwrite", "--quiet", *extra])
+                    "--output", str(folder / name), "--overwrite", "--quiet", "--shard-size", str(shard_size), *extra])
         figures[name] = {"seconds": round(wall, 2), "docs_per_s": round(docs / wall, 2), "load_before": load_before}
     for name in ("workers_2", "ray"):
         figures[name]["ratio_to_one_process"] = round(figures[name]["docs_per_s"] / figures["one_process"]["docs_per_s"], 3)
@@ -394,6 +397,9 @@ def main() -> None:
     parser.add_argument("--plot", default=None, help="log-log PNG of latency and index size (default: none)")
     parser.add_argument("--skip-throughput", action="store_true", help="skip the encoding throughput part")
     parser.add_argument("--throughput-docs", type=positive_int, default=1024, help="documents encoded for throughput (default: 1024)")
+    parser.add_argument("--throughput-shard-size", type=positive_int, default=128,
+                        help="--shard-size of the throughput runs: a shard is encoded in one place, so the corpus "
+                             "needs several per worker (default: 128)")
     parser.add_argument("--seed", type=random_seed, default=0, help="random seed of the recombination (default: 0)")
     parser.add_argument("--processes", type=positive_int, default=2,
                         help="processes writing the synthetic collections (default: 2)")
@@ -425,7 +431,7 @@ def main() -> None:
               f"{entry['p50_ms_k1000']}/{entry['p99_ms_k1000']} ms at k=1000 (load {entry['load']})", flush=True)
     result["exponents"] = exponents(result["sizes"])
     result["throughput"] = {"skipped": "--skip-throughput"} if args.skip_throughput else \
-        throughput(work, args.throughput_docs)
+        throughput(work, args.throughput_docs, args.throughput_shard_size)
     Path(args.json).write_text(json.dumps(result, indent=1))
     print(table(result))
     print("throughput:", json.dumps(result["throughput"]))

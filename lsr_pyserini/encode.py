@@ -98,20 +98,36 @@ def add_parallel_args(parser: argparse.ArgumentParser) -> None:
                        help="with --ray: GPUs each actor reserves, fractional allowed (default: none, CPU)")
 
 
-def parallel_encoding(args, recipe, progress):
-    """The `encode_shards` the parallel flags ask for (None: encode in this process)."""
+def parallel_encoding(args, recipe, progress, documents: int):
+    """The `encode_shards` the parallel flags ask for (None: encode in this process). A shard is
+    encoded in one place, so more workers than the corpus has shards would idle: they are cut to
+    the shard count (with the cores shared among fewer, so none idle), with a warning."""
     ray_flags = [flag for flag in ("--ray-address", "--ray-actors", "--ray-gpus-per-actor")
                  if getattr(args, flag[2:].replace("-", "_")) is not None]
     if ray_flags and not args.ray:
         raise InputError(f"{ray_flags[0]} is an option of --ray, which was not given")
     if args.ray and args.workers:
         raise InputError("--workers and --ray are exclusive: choose processes on this machine or Ray actors")
+    shards = max(1, -(-documents // args.shard_size))
     if args.ray:
+        if args.ray_actors and args.ray_actors > shards:
+            warn(few_shards("--ray-actors", args.ray_actors, shards, args.shard_size))
         return ray_shards(recipe, progress, address=args.ray_address, actors=args.ray_actors,
-                          gpus_per_actor=args.ray_gpus_per_actor or 0, threads=args.threads, quiet=args.quiet)
+                          gpus_per_actor=args.ray_gpus_per_actor or 0, threads=args.threads, quiet=args.quiet,
+                          max_actors=shards)
     if args.workers and args.workers > 1:
-        return process_shards(recipe, args.workers, args.threads, progress)
+        workers = min(args.workers, shards)
+        if workers < args.workers:
+            warn(few_shards("--workers", args.workers, shards, args.shard_size))
+        if workers > 1:
+            return process_shards(recipe, workers, args.threads, progress)
     return None
+
+
+def few_shards(flag: str, asked: int, shards: int, shard_size: int) -> str:
+    return (f"{flag} {asked}: the corpus makes {shards} shard(s) of --shard-size {shard_size}, each encoded in "
+            f"one place; using {shards}, with the cores shared among them (a smaller --shard-size spreads the "
+            f"corpus over more)")
 
 
 def check_parallel_engine(args) -> None:
@@ -226,7 +242,7 @@ def encode_corpus(args, settings: dict) -> None:
     writer = WithDenseStore(sparse_writer, store) if store else sparse_writer
     started = time.time()
     progress = progress_bar(check.count, args.quiet, "doc")
-    encode_shards = parallel_encoding(args, recipe, progress)
+    encode_shards = parallel_encoding(args, recipe, progress, check.count)
     if encode_shards is not None:
         recipe.encoder = encoder = None  # free this process's model: the workers have theirs
 
@@ -269,7 +285,7 @@ def encode_dense(args) -> None:
     pooling, normalize = encoder.pooling, encoder.normalize
     started = time.time()
     progress = progress_bar(check.count, args.quiet, "doc")
-    encode_shards = parallel_encoding(args, recipe, progress)
+    encode_shards = parallel_encoding(args, recipe, progress, check.count)
     if encode_shards is not None:
         recipe.encoder = encoder = None  # free this process's model: the workers have theirs
 

@@ -123,13 +123,15 @@ class ShardActor:
 
 
 def ray_shards(recipe, progress, address: str | None = None, actors: int | None = None,
-               gpus_per_actor: float = 0, threads: int | None = None, quiet: bool = True):
+               gpus_per_actor: float = 0, threads: int | None = None, quiet: bool = True,
+               max_actors: int | None = None):
     """An `encode_shards` on Ray Data: the pending shards become a dataset (one row per shard: its
     index, ids and texts), encoded by `map_batches` over a pool of `actors` `ShardActor`s (default:
     one per CPU of the cluster, or per GPU with `gpus_per_actor`), each with `gpus_per_actor` GPUs
     and `threads` torch threads (default: the cluster's CPUs shared among the actors). Rows come
     back to this process in shard order. `address`: a running cluster's (`ray://HOST:10001`,
-    `auto`); none starts a local Ray with this machine's cores."""
+    `auto`); none starts a local Ray with this machine's cores. `max_actors`: at most this many
+    (the shard count: an actor without a shard would hold cores the others could use)."""
     ray = import_ray()
     import logging
 
@@ -143,6 +145,8 @@ def ray_shards(recipe, progress, address: str | None = None, actors: int | None 
     if actors is None:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         actors = max(1, int(gpus // gpus_per_actor) if gpus_per_actor and gpus else cpus)
+    if max_actors:
+        actors = min(actors, max_actors)
     actor_threads = threads or max(1, cpus // actors)
 
     def encode_shards(pending: Pending):
