@@ -26,6 +26,7 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import Iterator
 
@@ -263,8 +264,9 @@ class SeismicSearcher:
         depth = min(k + 1, self.documents)
         while True:
             hits = self.index.search(qid, components, values, k=depth, query_cut=cut, heap_factor=heap_factor)
-            ranking = sorted(((docid, float(score)) for _, score, docid in hits if score > 0),
-                             key=lambda hit: (-hit[1], hit[0]))
+            ranking = [(docid, float(score)) for _, score, docid in hits if score > 0]
+            ranking.sort(key=itemgetter(0))  # two stable sorts: score descending, ties by docid
+            ranking.sort(key=itemgetter(1), reverse=True)
             # the k-th score ties with the last one returned: a tied document may lie beyond
             if len(ranking) <= k or depth >= self.documents or ranking[k - 1][1] != ranking[-1][1]:
                 return ranking[:k]
