@@ -19,13 +19,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
-from .core.cli import run_main
+from .core.cli import progress_bar, run_main
 from .core.options import float_in, int_in, positive_float, positive_int
 from .core.outputs import TREC_RUN, claim_output
 from .core.writer import run_lines
 from .stores.seismic import (LARGE_VOCABULARY_CHOICES, SeismicBuild, SeismicSearcher,
-                             build_seismic_index, read_impact_queries, require_seismic)
+                             build_seismic_index, read_impact_queries, require_seismic, vector_bytes)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--large-vocabulary", choices=LARGE_VOCABULARY_CHOICES, default="auto",
                        help="over 65,536 terms: auto uses Seismic's 32-bit index, never refuses (default: auto)")
     index.add_argument("--threads", type=int_in(0), default=0, help="build threads (default: 0, all cores)")
+    index.add_argument("--quiet", action="store_true", help="no progress bar")
 
     search = commands.add_parser("search", help="search a Seismic index with an impact query TSV",
                                  description="Search a Seismic index; write a TREC run.")
@@ -78,7 +80,8 @@ def main(argv: list[str] | None = None) -> None:
                              min_cluster_size=args.min_cluster_size, summary_energy=args.summary_energy,
                              max_fraction=args.max_fraction, doc_cut=args.doc_cut,
                              large_vocabulary=args.large_vocabulary, threads=args.threads)
-        manifest = build_seismic_index(args.input, args.index, build, args.overwrite)
+        with progress_bar(vector_bytes(Path(args.input)), args.quiet, "B", desc="reading shards") as progress:
+            manifest = build_seismic_index(args.input, args.index, build, args.overwrite, progress)
         print(f"indexed {manifest['documents']:,} documents, {manifest['terms']:,} terms, "
               f"{manifest['nonzeros']:,} postings into {args.index} in {manifest['build_seconds']:.1f}s "
               f"({'exact' if manifest['exact'] else 'approximate'}"

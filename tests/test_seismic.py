@@ -178,3 +178,39 @@ def test_bad_inputs_are_one_line(tmp_path):
     (tmp_path / "ix" / "vocabulary.json").write_text("[\"a\"")  # truncated
     with pytest.raises(InputError, match="truncated or not JSON"):
         engine.SeismicSearcher(str(tmp_path / "ix"))
+
+
+@pytest.mark.parametrize("vector, message", [
+    ({"a": 1, "b": True}, "term 'b' has impact True"),
+    ({"a": 1, "b": -2}, "term 'b' has impact -2"),
+    ({"a": float("nan")}, "term 'a' has impact nan"),
+    ({"a": None}, "term 'a' has impact None"),
+    ({"a": [1]}, "term 'a' has impact [1]"),
+    ({"a b": 1, "": 2}, "term 'a b' is empty or contains whitespace"),
+    ({"a": 1, "": 2}, "term '' is empty or contains whitespace"),
+    ({"a\u00a0b": 1}, "term 'a\\xa0b' is empty or contains whitespace"),
+    ({"a\tb": 1, "c": 2}, "term 'a\\tb' is empty or contains whitespace"),
+])
+def test_the_whole_vector_check_sends_every_bad_entry_to_the_line_that_names_it(tmp_path, vector, message):
+    good = {"d1": {"a": 3, "b": 2.5, "c": 0}}
+    shards = write_shard(tmp_path / "v", {**good, "d2": vector})
+    with pytest.raises(InputError, match=re.escape(f"part-00000.jsonl:2: {message}")):
+        list(engine.read_vectors(shards))
+    assert list(engine.read_vectors(write_shard(tmp_path / "ok", good))) == [("d1", good["d1"])]
+
+
+def test_the_progress_bar_counts_every_byte_of_the_shards(tmp_path):
+    shards = write_shard(tmp_path / "v", {f"d{i}": {"a": i + 1, "b": 2} for i in range(3000)})
+
+    class Bar:
+        n = 0
+
+        def update(self, by):
+            self.n += by
+
+        def set_description(self, text):
+            self.text = text
+
+    bar = Bar()
+    engine.build_seismic_index(str(shards), str(tmp_path / "ix"), progress=bar)
+    assert bar.n == engine.vector_bytes(shards) > 0 and "read 3,000 documents" in bar.text

@@ -19,11 +19,12 @@ def fail(message: str, code: int = 2) -> NoReturn:
     sys.exit(code)
 
 
-def progress_bar(total: int, quiet: bool, unit: str):
-    """A tqdm bar on stderr (rate in `unit`/s), silent with `quiet`."""
+def progress_bar(total: int, quiet: bool, unit: str, desc: str | None = None):
+    """A tqdm bar on stderr (rate in `unit`/s; bytes, unit "B", in kB/MB/GB), silent with `quiet`."""
     from tqdm import tqdm
 
-    return tqdm(total=total, unit=unit, disable=quiet, dynamic_ncols=True, smoothing=0.1)
+    return tqdm(total=total, unit=unit, disable=quiet, dynamic_ncols=True, smoothing=0.1, desc=desc,
+                unit_scale=unit == "B", unit_divisor=1024 if unit == "B" else 1000)
 
 
 def set_threads(threads: int | None) -> None:
