@@ -1,8 +1,9 @@
 """Serving latency: Lucene impact search (Pyserini's `LuceneImpactSearcher`) against Seismic, exact
-and one fast setting, on the same vectors and the same queries, one thread, in one run.
+and fast settings, on the same vectors and the same queries, one thread, in one run.
 
     python benchmarks/bench_serving.py --vectors DIR --queries Q.tsv --lucene-index IDX [--qrels QRELS] --json OUT
-        [--seismic-index DIR] [--fast "query_cut=10,heap_factor=1.0"] [--fast-index DIR --fast-build "n_postings=..."]
+        [--seismic-index DIR] [--fast "query_cut=10,heap_factor=1.0" [--fast ...]]
+        [--fast-index DIR --fast-build "n_postings=..."]
 
 DIR: the JsonVectorCollection shards (`encode corpus`); Q.tsv: the impact query TSV (`encode
 queries`); IDX: the Lucene impact index of DIR. The exact Seismic index is built from DIR into
@@ -10,7 +11,10 @@ queries`); IDX: the Lucene impact index of DIR. The exact Seismic index is built
 (or --fast-index, built with --fast-build when absent). For k=10 and k=1000 it prints mean, p50 and
 p99 ms per query (query encoding excluded: every engine gets the same integer impacts), with
 nDCG@10 and R@1000 of each engine's run, how many queries rank the same docids in the same order as
-Lucene, and the speed-up over Lucene. It prints figures; it asserts nothing about time.
+Lucene, the recall of Lucene's top k (the quality figure of a collection without judgements) and the
+speed-up over Lucene. With several --fast settings (a speed/recall curve), it also prints, per depth,
+the fastest Seismic engine whose recall of Lucene's top k reaches 0.95 and 0.99: the speed-up at
+matching recall. It prints figures; it asserts nothing about time.
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ from lsr_pyserini.stores.seismic import (SeismicBuild, SeismicSearcher, build_se
                                          read_impact_queries)
 
 SEARCH_KNOBS = NamedNumbers(("query_cut", "heap_factor"), Number(integer=False, low=0, low_open=True), "knob")
+DEFAULT_FAST = {"query_cut": 10, "heap_factor": 1.0}
 BUILD_KNOBS = NamedNumbers(("n_postings", "summary_energy", "centroid_fraction", "max_fraction", "doc_cut"),
                            Number(integer=False, low=0, low_open=True), "build setting")
 
@@ -95,8 +100,8 @@ def main() -> None:
                                         "the quality figure)")
     parser.add_argument("--json", required=True, help="figures written here")
     parser.add_argument("--seismic-index", help="exact Seismic index (built here when absent; default: beside --json)")
-    parser.add_argument("--fast", type=SEARCH_KNOBS, default={"query_cut": 10, "heap_factor": 1.0},
-                        help="the fast setting's search knobs (default: query_cut=10,heap_factor=1.0)")
+    parser.add_argument("--fast", type=SEARCH_KNOBS, action="append",
+                        help="a fast setting's search knobs; repeat for a speed/recall curve (default: query_cut=10,heap_factor=1.0)")
     parser.add_argument("--fast-index", help="index for the fast setting (default: the exact index)")
     parser.add_argument("--fast-build", type=BUILD_KNOBS, default={},
                         help="build settings of --fast-index when it is absent, e.g. n_postings=2000,summary_energy=0.4")
@@ -105,6 +110,7 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", default=["lucene", "seismic-exact", "seismic-fast"],
                         help="engines to run (default: all three)")
     args = parser.parse_args()
+    args.fast = args.fast or [DEFAULT_FAST]
 
     out = Path(args.json)
     queries = read_impact_queries(args.queries)
@@ -128,7 +134,10 @@ def main() -> None:
                 manifest = build_seismic_index(args.vectors, args.fast_index, SeismicBuild(threads=1, **build))
                 print(f"built the fast Seismic index in {manifest['build_seconds']:.1f}s", file=sys.stderr)
             fast_searcher = SeismicSearcher(args.fast_index)
-        engines["seismic-fast"] = seismic_search(fast_searcher, **args.fast)
+        for knobs in args.fast:
+            name = "seismic-fast" if len(args.fast) == 1 else \
+                "fast " + ",".join(f"{key}={value:g}" for key, value in knobs.items())
+            engines[name] = seismic_search(fast_searcher, **knobs)
 
     documents = exact.documents if exact else fast_searcher.documents if "seismic-fast" in engines else lucene_documents
     figures = {"queries": len(queries), "documents": documents, "fast": args.fast,
@@ -163,16 +172,37 @@ def main() -> None:
                                                      for a, b in zip(ours[qid], lucene[qid]) if a[0] == b[0]),
                                                     default=0.0)
                 entry["speedup_over_lucene"] = figures["engines"]["lucene"][str(k)]["mean_ms"] / entry["mean_ms"]
+        figures["at_recall"] = at_recall(figures["engines"], args.ks)
     out.write_text(json.dumps(figures, indent=2) + "\n")
     print(f"{figures['documents']:,} documents, {len(queries)} queries, one thread; CPU {figures['cpu']}; "
           f"load {figures['load_before'][0]:.1f} -> {figures['load_after'][0]:.1f}")
-    print(f"{'engine':<14} {'k':>5} {'mean ms':>9} {'p50 ms':>8} {'p99 ms':>8} {'nDCG@10':>8} {'R@1000':>7} "
+    width = max(14, *(len(name) for name in figures["engines"]))
+    print(f"{'engine':<{width}} {'k':>5} {'mean ms':>9} {'p50 ms':>8} {'p99 ms':>8} {'nDCG@10':>8} {'R@1000':>7} "
           f"{'x Lucene':>8} {'= Lucene':>8} {'R(Lucene)':>9}")
     for name, per_k in figures["engines"].items():
         for k, e in per_k.items():
-            print(f"{name:<14} {k:>5} {e['mean_ms']:9.2f} {e['p50_ms']:8.2f} {e['p99_ms']:8.2f} "
+            print(f"{name:<{width}} {k:>5} {e['mean_ms']:9.2f} {e['p50_ms']:8.2f} {e['p99_ms']:8.2f} "
                   f"{number(e['ndcg_cut_10'], 8)} {number(e['recall_1000'], 7)} {e.get('speedup_over_lucene', 0):8.2f} "
                   f"{e.get('queries_identical_to_lucene', '-'):>8} {e.get('recall_of_lucene_top_k', 0):9.4f}")
+
+    for k, per_recall in figures.get("at_recall", {}).items():
+        for recall, best in per_recall.items():
+            print(f"k={k}: fastest Seismic at recall of Lucene's top k >= {recall}: " + (
+                f"{best['engine']} ({best['recall']:.4f}), {best['speedup']:.2f}x Lucene" if best else "none"))
+
+
+def at_recall(engines: dict, ks, recalls=(0.95, 0.99)) -> dict:
+    """{k: {recall: the fastest Seismic engine reaching it (name, its recall, speed-up) or None}}."""
+    result = {}
+    for k in ks:
+        rows = [(name, per_k[str(k)]) for name, per_k in engines.items() if name != "lucene"]
+        result[str(k)] = {}
+        for recall in recalls:
+            reaching = [(e["speedup_over_lucene"], name, e["recall_of_lucene_top_k"]) for name, e in rows
+                        if e["recall_of_lucene_top_k"] >= recall]
+            best = max(reaching, default=None)
+            result[str(k)][str(recall)] = {"engine": best[1], "recall": best[2], "speedup": best[0]} if best else None
+    return result
 
 
 def number(value, width: int) -> str:
