@@ -19,6 +19,7 @@ import torch
 
 from ..core.devices import current
 from ..core.errors import InputError
+from ..core.fastpath import BlasProjection, TracedForward, use_blas_projection
 from ..core.hf import load_masked_lm, load_tokenizer, model_error
 from ..core.presets import resolve_model
 from ..core.quantize import Int8Projection, checked_quantize, projection_engine
@@ -95,6 +96,13 @@ class SpladeEncoder(SparseEncoder):
         self._int8 = Int8Projection(self._head_weight, self._head_bias) if self.quantize == "int8" else None
         self.query_weights_source = query_weights
         self.query_weight_table = self._load_query_weights(query_weights) if query_mode == "tokenizer" else None
+        # one query per forward pass on the CPU in float32: a checked trace of the transformer and,
+        # on AMD CPUs, the projection through OpenBLAS (core/fastpath.py; the same impacts)
+        single = self.placement.on_cpu and not self.placement.half
+        self._traced = TracedForward(lambda ids: self.head_inputs({"input_ids": ids}), self.head_inputs,
+                                     self.model) if single else None
+        self._blas = BlasProjection(self._head_weight) if single and self._int8 is None and use_blas_projection() \
+            else None
 
     # -- model side -------------------------------------------------------------------------
     @staticmethod
@@ -115,12 +123,15 @@ class SpladeEncoder(SparseEncoder):
         encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length[side],
                                  return_tensors="pt")
         encoded = self.placement.to(encoded)
+        single = side == "queries" and len(texts) == 1 and self._traced is not None
         with self.placement.autocast():  # the transformer only: the projection below stays float32
-            hidden = self.head_inputs(encoded)
+            hidden = self._traced(encoded) if single else self.head_inputs(encoded)
         mask = encoded["attention_mask"].bool()
         if self._int8 is not None:
             return self._int8_weights(hidden, mask)
         weight, bias = self._head_weight, self._head_bias
+        if single and self._blas is not None and self.pooling == "max":
+            return torch.log1p(torch.relu(self._blas.max_logits(hidden[0][mask[0]]) + bias))[None]
         out = torch.empty(len(texts), weight.shape[0], dtype=torch.float32, device=weight.device)
         for row in range(len(texts)):
             positions = hidden[row][mask[row]].float()
