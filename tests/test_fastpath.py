@@ -84,3 +84,18 @@ def test_a_bad_projection_choice_is_one_line(monkeypatch):
     monkeypatch.setenv("LSR_PYSERINI_PROJECTION", "gpu")
     with pytest.raises(InputError, match="LSR_PYSERINI_PROJECTION='gpu': expected one of auto, torch, numpy"):
         fastpath.use_blas_projection()
+
+
+@pytest.mark.parametrize("quantize", ["none", "int8"])
+def test_dense_queries_through_the_trace_equal_the_eager_vectors(tiny_encoder_only, monkeypatch, quantize):
+    import numpy as np
+
+    from lsr_pyserini.encoders.dense import TransformerDenseEncoder
+
+    vectors = {}
+    for trace in ("0", "1"):
+        monkeypatch.setenv("LSR_PYSERINI_TRACE", trace)
+        encoder = TransformerDenseEncoder(str(tiny_encoder_only), pooling="mean", quantize=quantize)
+        vectors[trace] = [encoder.encode_queries([text]) for text in QUERIES]
+        assert encoder._traced.enabled == (trace == "1")
+    assert all(np.array_equal(a, b) for a, b in zip(vectors["0"], vectors["1"]))

@@ -83,6 +83,12 @@ class TransformerDenseEncoder:
         self.max_length = int(max_length or defaults.get("max_length") or min(limit, 512))
         self.prefixes = {"queries": query_prefix or "", "documents": doc_prefix or ""}
         self.dim = int(self.model.config.hidden_size)
+        # one query per forward pass on the CPU in float32 (or int8): a checked trace (core/fastpath.py)
+        from ..core.fastpath import TracedForward
+
+        self._traced = TracedForward(lambda ids: self.model(input_ids=ids).last_hidden_state,
+                                     lambda encoded: self.model(**encoded).last_hidden_state, self.model) \
+            if self.placement.on_cpu and not self.placement.half else None
 
     def encode(self, texts: list[str], side: str) -> np.ndarray:
         import torch
@@ -92,7 +98,10 @@ class TransformerDenseEncoder:
                                  max_length=self.max_length, return_tensors="pt")
         encoded = self.placement.to(encoded)
         with torch.inference_mode(), self.placement.autocast():
-            hidden = self.model(**encoded).last_hidden_state.float()
+            if side == "queries" and len(texts) == 1 and self._traced is not None:
+                hidden = self._traced(encoded).float()
+            else:
+                hidden = self.model(**encoded).last_hidden_state.float()
         if self.pooling == "cls":
             vectors = hidden[:, 0]
         else:
