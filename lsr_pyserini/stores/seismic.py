@@ -184,11 +184,11 @@ def build_seismic_index(vectors: str, index: str, build: SeismicBuild = SeismicB
     number = vocabulary.__getitem__
     for docid, vector in read_vectors(folder, progress):
         try:
-            ids = np.fromiter(map(number, vector), dtype=np.int64, count=len(vector))
+            ids = np.fromiter(map(number, vector), dtype=np.int32, count=len(vector))
         except KeyError:  # terms not seen before: numbered in this document's order
             for term in vector:
                 vocabulary.setdefault(term, len(vocabulary))
-            ids = np.fromiter(map(number, vector), dtype=np.int64, count=len(vector))
+            ids = np.fromiter(map(number, vector), dtype=np.int32, count=len(vector))
         weights = np.fromiter(vector.values(), dtype=np.float64, count=len(vector))
         keep = weights > 0
         ids, weights = ids[keep], weights[keep]
@@ -209,11 +209,17 @@ def build_seismic_index(vectors: str, index: str, build: SeismicBuild = SeismicB
     if large and build.large_vocabulary == "never":
         raise InputError(f"{vectors}: {len(vocabulary):,} distinct terms exceed Seismic's 16-bit component ids "
                          f"({SMALL_VOCABULARY:,}); build with the large-vocabulary index (large_vocabulary='auto')")
-    all_components = np.concatenate(components)
+    # memory: 1M SPLADE documents are 247M postings; the per-document arrays, their concatenation
+    # and Seismic's own copy are each gigabytes, so each goes as soon as the next one holds the data
+    all_components = np.concatenate(components, dtype=np.int64)  # per document int32: half the bytes
+    del components
     all_values = np.concatenate(values)
+    del values
     lengths = np.bincount(all_components, minlength=len(vocabulary))
+    nonzeros = len(all_values)
     dataset = (seismic.SeismicDatasetLV if large else seismic.SeismicDataset)()
     added = dataset.add_documents_by_id(docids, all_components, all_values, np.asarray(offsets, dtype=np.int64))
+    del all_components, all_values, offsets
     if added != len(docids):
         raise InputError(f"{vectors}: Seismic took {added} of {len(docids)} documents")
     # n_postings=None: keep every posting; the global threshold keeps n_postings x lists postings
@@ -221,7 +227,7 @@ def build_seismic_index(vectors: str, index: str, build: SeismicBuild = SeismicB
     # (and at least the average) keeps them all
     longest = int(lengths.max())
     n_postings = build.n_postings or max(math.ceil(longest / build.max_fraction),
-                                         math.ceil(len(all_values) / len(vocabulary)), 1)
+                                         math.ceil(nonzeros / len(vocabulary)), 1)
     pruned = n_postings * build.max_fraction < longest
     index_class = seismic.SeismicIndexLV if large else seismic.SeismicIndex
     building = writer.begin()
@@ -229,6 +235,7 @@ def build_seismic_index(vectors: str, index: str, build: SeismicBuild = SeismicB
         dataset, n_postings=n_postings, centroid_fraction=build.centroid_fraction,
         min_cluster_size=build.min_cluster_size, summary_energy=build.summary_energy,
         max_fraction=build.max_fraction, doc_cut=build.doc_cut, num_threads=build.threads)
+    del dataset  # the index holds the documents now
     index_object.save(str(building / INDEX_FILE))
     terms = [None] * len(vocabulary)
     for term, position in vocabulary.items():
@@ -236,7 +243,7 @@ def build_seismic_index(vectors: str, index: str, build: SeismicBuild = SeismicB
     atomic_write(building / VOCABULARY, [json.dumps(terms, ensure_ascii=False) + "\n"])
     manifest = {
         "format": FORMAT, "input": str(folder.resolve()), "documents": len(docids), "empty_documents": empty,
-        "terms": len(vocabulary), "nonzeros": int(len(all_values)), "longest_posting_list": longest,
+        "terms": len(vocabulary), "nonzeros": int(nonzeros), "longest_posting_list": longest,
         "integer_impacts": integer, "large_vocabulary": large,
         "build": {**asdict(build), "n_postings": n_postings, "n_postings_given": build.n_postings},
         "exact": bool(not pruned and build.summary_energy >= 1.0),
