@@ -26,7 +26,7 @@ import argparse
 import subprocess
 import sys
 
-from .core.cli import fail, progress_bar, run_main, set_threads, warn
+from .core.cli import fail, progress_bar, quiet_libraries, run_main, set_threads, warn
 from .core.devices import activate, add_device_args
 from .core.errors import InputError
 from .core.hf import load_tokenizer
@@ -153,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    quiet_libraries(getattr(args, "quiet", False))
     if args.command == "index":
         build_index(args)
     else:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import __version__
 from .api import QueryEncoder, encoder_settings
-from .core.cli import progress_bar, run_main, set_threads, warn
+from .core.cli import progress_bar, quiet_libraries, run_main, set_threads, warn
 from .core.devices import activate, add_device_args, current
 from .core.errors import InputError
 from .core.options import positive_float, positive_int, refuse_foreign
@@ -336,6 +336,7 @@ def encode_queries(args, settings: dict) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    quiet_libraries(getattr(args, "quiet", False))
     settings = resolve_settings(args)
     check_parallel_engine(args)
     set_threads(args.threads)

@@ -16,7 +16,7 @@ import json
 import sys
 
 from .core.batching import encode_in_length_order
-from .core.cli import progress_bar, run_main
+from .core.cli import progress_bar, quiet_libraries, run_main
 from .core.devices import activate, add_device_args
 from .core.errors import InputError
 from .core.options import positive_int
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    quiet_libraries(getattr(args, "quiet", False))
     if not args.output and not args.store:
         raise InputError("give --output (expanded corpus), --store (TILDE store) or both")
     output = claim_output(args.output, JSON_LINES, args.overwrite) if args.output else None

@@ -1,5 +1,6 @@
 """`python -m lsr_pyserini.encode` as users call it, on a tiny random model: outputs and bad input."""
 import json
+import os
 
 import pytest
 
@@ -55,6 +56,23 @@ def test_queries_tsv_repeats_terms_by_rounded_weight(tiny_preset, tmp_path):
             counts[term] = counts.get(term, 0) + 1
         expected = {t: round(w * 10) for t, w in vector["vector"].items() if round(w * 10) > 0}
         assert counts == expected
+
+
+def test_quiet_silences_the_model_loading_bar_too(monkeypatch):
+    from transformers.utils import logging
+
+    from lsr_pyserini.core.cli import quiet_libraries
+
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    logging.enable_progress_bar()
+    try:
+        quiet_libraries(False)
+        assert logging.is_progress_bar_enabled()
+        quiet_libraries(True)  # transformers already imported: its bars off, and workers inherit the variable
+        assert not logging.is_progress_bar_enabled()
+        assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+    finally:
+        logging.enable_progress_bar()
 
 
 @pytest.mark.parametrize("content, message", [

@@ -27,6 +27,18 @@ def progress_bar(total: int, quiet: bool, unit: str, desc: str | None = None):
                 unit_scale=unit == "B", unit_divisor=1024 if unit == "B" else 1000)
 
 
+def quiet_libraries(quiet: bool) -> None:
+    """With `--quiet`, no progress bars from Hugging Face libraries either (transformers' "Loading
+    weights"), in this process and in the worker processes it starts (they inherit the variable)."""
+    if not quiet:
+        return
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when transformers is imported
+    if "transformers" in sys.modules:
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()
+
+
 def set_threads(threads: int | None) -> None:
     """Use this many torch CPU threads (None: torch's default, all cores)."""
     if threads:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import __version__
 from ..core.batching import encode_in_length_order
-from ..core.cli import progress_bar, run_main, set_threads
+from ..core.cli import progress_bar, quiet_libraries, run_main, set_threads
 from ..core.devices import activate, add_device_args
 from ..core.environment import environment
 from ..core.errors import InputError
@@ -231,6 +231,7 @@ def index_command(args, device: str = "cpu") -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    quiet_libraries(getattr(args, "quiet", False))
     set_threads(args.threads)
     if args.command == "embed":
         activate(args.device, args.dtype)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.cli import run_main, set_threads
+from ..core.cli import quiet_libraries, run_main, set_threads
 from ..core.devices import activate, add_device_args
 from ..core.options import (
     int_in,
@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    quiet_libraries(getattr(args, "quiet", False))
     families = load_families()
     readers = [family for family, builder in families.items() if builder.reads_teacher]
     refuse_foreign([flag for flag in TEACHER_OPTIONS if getattr(args, flag[2:].replace("-", "_")) is not None],
