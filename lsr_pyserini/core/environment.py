@@ -36,16 +36,21 @@ def java_version() -> str | None:
         return None
 
 
-@lru_cache(maxsize=1)
-def cpu_model() -> str:
+@lru_cache(maxsize=None)
+def cpuinfo_field(name: str) -> str:
+    """The first `name` line of /proc/cpuinfo ("model name", "vendor_id"), or "" without one."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
             for line in handle:
-                if line.startswith("model name"):
+                if line.startswith(name):
                     return line.partition(":")[2].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return ""
+
+
+def cpu_model() -> str:
+    return cpuinfo_field("model name") or platform.processor() or platform.machine()
 
 
 def torch_threads() -> int | None:

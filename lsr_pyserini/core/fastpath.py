@@ -23,6 +23,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from .environment import cpuinfo_field
+
 CHECKS = 4  # queries of new lengths compared with the eager forward before the trace is trusted
 PROJECTION_CHOICES = ("auto", "torch", "numpy")
 
@@ -125,19 +127,7 @@ def use_blas_projection() -> bool:
         raise InputError(f"LSR_PYSERINI_PROJECTION={choice!r}: expected one of {', '.join(PROJECTION_CHOICES)}")
     if choice != "auto":
         return choice == "numpy" and _blas_controller() is not None
-    return _cpu_vendor() == "AuthenticAMD" and _blas_controller() is not None
-
-
-@lru_cache(maxsize=1)
-def _cpu_vendor() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
+    return cpuinfo_field("vendor_id") == "AuthenticAMD" and _blas_controller() is not None
 
 
 @lru_cache(maxsize=1)
