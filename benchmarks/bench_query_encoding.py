@@ -2,7 +2,9 @@
 
     python benchmarks/bench_query_encoding.py [--queries Q.tsv] [--limit 300] [--threads 1] [--json OUT]
 
-Two encoders, each loaded twice (float32 and int8) in this process:
+Two encoders, each loaded three times in this process: float32 without the single-query fast paths
+("eager": LSR_PYSERINI_TRACE=0, LSR_PYSERINI_PROJECTION=torch, the code before them), float32 with
+them (core/fastpath.py; their output must equal eager's on every query) and int8:
 * `splade-tiny` (the 2-layer SPLADE checkpoint): `lsr_pyserini.QueryEncoder`, the path of
   `encode queries`, `Searcher` and Pyserini's searchers; int8 is the exact-rescored int8 filter of
   the vocabulary projection (docs/quantization.md), so the impacts should not move;
@@ -54,8 +56,10 @@ def main() -> None:
     texts = [q.text for q in read_queries(args.queries)]
     warmup, texts = texts[:10], texts[: args.limit]
     variants = {
+        "splade-tiny eager": eager(lambda: QueryEncoder("splade-tiny")).encode,
         "splade-tiny float32": QueryEncoder("splade-tiny").encode,
         "splade-tiny int8": QueryEncoder("splade-tiny", quantize="int8").encode,
+        "MiniLM eager": lambda t, e=eager(lambda: TransformerDenseEncoder(MINILM)): e.encode_queries([t])[0],
         "MiniLM float32": lambda t, e=TransformerDenseEncoder(MINILM): e.encode_queries([t])[0],
         "MiniLM int8": lambda t, e=TransformerDenseEncoder(MINILM, quantize="int8"): e.encode_queries([t])[0],
     }
@@ -78,30 +82,50 @@ def main() -> None:
         t = np.array(times[name])
         entry = {"mean_ms": float(t.mean()), "p50_ms": float(np.percentile(t, 50)), "p99_ms": float(np.percentile(t, 99))}
         model, kind = name.split(" ")
-        if kind == "int8":
-            reference = outputs[f"{model} float32"]
-            if model == "splade-tiny":
-                entry["queries_with_identical_impacts"] = sum(a == b for a, b in zip(outputs[name], reference))
+        if kind != "eager":
+            reference = outputs[f"{model} float32" if kind == "int8" else f"{model} eager"]
+            if model == "splade-tiny" or kind == "float32":  # the fast paths must not move a number
+                entry["queries_with_identical_impacts"] = sum(bool(np.array_equal(a, b)) if model == "MiniLM" else a == b
+                                                              for a, b in zip(outputs[name], reference))
             else:
                 cosines = [float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
                            for a, b in zip(outputs[name], reference)]
                 entry["min_cosine_to_float32"] = min(cosines)
                 entry["mean_cosine_to_float32"] = float(np.mean(cosines))
-            entry["speedup_over_float32"] = figures["variants"][f"{model} float32"]["mean_ms"] / entry["mean_ms"]
+            if kind == "int8":
+                entry["speedup_over_float32"] = figures["variants"][f"{model} float32"]["mean_ms"] / entry["mean_ms"]
+            entry["speedup_over_eager"] = figures["variants"][f"{model} eager"]["mean_ms"] / entry["mean_ms"]
         figures["variants"][name] = entry
     print(f"CPU {figures['cpu']}, {args.threads} thread(s), {len(texts)} queries one at a time; "
           f"load {load_before[0]:.1f} -> {figures['load_after'][0]:.1f}")
-    print(f"{'variant':<22} {'mean ms':>8} {'p50 ms':>8} {'p99 ms':>8}  agreement with float32")
+    print(f"{'variant':<22} {'mean ms':>8} {'p50 ms':>8} {'p99 ms':>8}  agreement with float32 (int8) or eager "
+          f"(float32); speed-up over float32 / eager")
     for name, e in figures["variants"].items():
         agreement = ""
         if "queries_with_identical_impacts" in e:
-            agreement = f"{e['queries_with_identical_impacts']}/{len(texts)} queries identical; {e['speedup_over_float32']:.2f}x"
+            agreement = f"{e['queries_with_identical_impacts']}/{len(texts)} queries identical; " \
+                        (f"{e['speedup_over_float32']:.2f}x" if "speedup_over_float32" in e else "-") + \
+                        f" / {e['speedup_over_eager']:.2f}x"
         elif "min_cosine_to_float32" in e:
             agreement = f"cosine min {e['min_cosine_to_float32']:.4f}, mean {e['mean_cosine_to_float32']:.5f}; " \
-                        f"{e['speedup_over_float32']:.2f}x"
+                        f"{e['speedup_over_float32']:.2f}x / {e['speedup_over_eager']:.2f}x"
         print(f"{name:<22} {e['mean_ms']:8.2f} {e['p50_ms']:8.2f} {e['p99_ms']:8.2f}  {agreement}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
+
+
+def eager(build):
+    """An encoder built without the single-query fast paths (core/fastpath.py): the code before them."""
+    saved = {key: os.environ.get(key) for key in ("LSR_PYSERINI_TRACE", "LSR_PYSERINI_PROJECTION")}
+    os.environ.update(LSR_PYSERINI_TRACE="0", LSR_PYSERINI_PROJECTION="torch")
+    try:
+        return build()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 if __name__ == "__main__":
