@@ -103,9 +103,9 @@ def main() -> None:
     for name, e in figures["variants"].items():
         agreement = ""
         if "queries_with_identical_impacts" in e:
+            over_float32 = f"{e['speedup_over_float32']:.2f}x" if "speedup_over_float32" in e else "-"
             agreement = f"{e['queries_with_identical_impacts']}/{len(texts)} queries identical; " \
-                        (f"{e['speedup_over_float32']:.2f}x" if "speedup_over_float32" in e else "-") + \
-                        f" / {e['speedup_over_eager']:.2f}x"
+                        f"{over_float32} / {e['speedup_over_eager']:.2f}x"
         elif "min_cosine_to_float32" in e:
             agreement = f"cosine min {e['min_cosine_to_float32']:.4f}, mean {e['mean_cosine_to_float32']:.5f}; " \
                         f"{e['speedup_over_float32']:.2f}x / {e['speedup_over_eager']:.2f}x"
