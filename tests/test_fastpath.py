@@ -62,7 +62,6 @@ def test_a_trace_that_differs_is_turned_off_and_the_eager_result_returned(monkey
     assert not wrong.enabled
 
 
-
 def test_the_openblas_projection_gives_torch_maxima():
     torch.manual_seed(0)
     weight, positions = torch.randn(1000, 16), torch.randn(7, 16)

@@ -101,8 +101,7 @@ class SpladeEncoder(SparseEncoder):
         single = self.placement.on_cpu and not self.placement.half
         self._traced = TracedForward(lambda ids: self.head_inputs({"input_ids": ids}), self.head_inputs,
                                      self.model) if single else None
-        self._blas = BlasProjection(self._head_weight) if single and self._int8 is None and use_blas_projection() \
-            else None
+        self._blas = None  # the OpenBLAS projection, built by the first single query that uses it
 
     # -- model side -------------------------------------------------------------------------
     @staticmethod
@@ -130,7 +129,7 @@ class SpladeEncoder(SparseEncoder):
         if self._int8 is not None:
             return self._int8_weights(hidden, mask)
         weight, bias = self._head_weight, self._head_bias
-        if single and self._blas is not None and self.pooling == "max":
+        if single and self.pooling == "max" and self._query_projection() is not None:
             return torch.log1p(torch.relu(self._blas.max_logits(hidden[0][mask[0]]) + bias))[None]
         out = torch.empty(len(texts), weight.shape[0], dtype=torch.float32, device=weight.device)
         for row in range(len(texts)):
@@ -145,6 +144,13 @@ class SpladeEncoder(SparseEncoder):
         if self.pooling == "max":
             out = torch.log1p(torch.relu(out + bias))
         return out.cpu()
+
+    def _query_projection(self) -> BlasProjection | None:
+        """The OpenBLAS projection where chosen (core/fastpath.py), built on first use: a corpus
+        encoder never pays for its transposed copy of the output embedding."""
+        if self._blas is None and use_blas_projection():
+            self._blas = BlasProjection(self._head_weight)
+        return self._blas
 
     def _int8_weights(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """As the float32 path: a term is non-zero iff some position's logit + bias > 0, which the
