@@ -50,6 +50,50 @@ def test_ssr_tok_scores_equal_the_gathered_computation_bit_for_bit(seed):
     assert not ssr_tok_scores(far, query_value, index, values, bounds, latents).any()
 
 
+@pytest.mark.parametrize("query_tokens", [1, 7, 8, 9, 20, 70])
+@pytest.mark.parametrize("index_dtype", [np.uint16, np.int32])
+def test_compiled_ssr_tok_kernel_gives_the_numpy_kernels_bits_on_rows_read_in_place(query_tokens, index_dtype):
+    from lsr_pyserini.core import jit
+    from lsr_pyserini.rerankers.ssr import compiled_ssr_tok_scores
+
+    if not jit.enabled():
+        pytest.skip("numba is not installed (or LSR_PYSERINI_NUMBA=0): the numpy kernel runs")
+    rng = np.random.default_rng(query_tokens)
+    latents, k = 96, 8
+    lengths = rng.integers(0, 15, size=60)
+    lengths[[3, 17]] = 0  # documents without tokens
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    index, values = random_codes(rng, int(offsets[-1]), k, latents)
+    index = index.astype(index_dtype)
+    query_index, query_value = (a[:query_tokens] for a in random_codes(rng, max(query_tokens, 3), k, latents))
+    query_index[0] = index[offsets[1]]  # a query token coded like a document token: many shared neurons
+    query_value = query_value.astype(np.float32)
+    query_value[-1, :3] = 0  # inactive codes
+    picked = rng.permutation(len(lengths))[:45]  # candidates in another order than the store's, one twice
+    picked[-1] = picked[0]
+    starts, ends = offsets[picked], offsets[picked + 1]
+    fast = compiled_ssr_tok_scores(query_index, query_value, index, values, starts, ends, latents)
+    bounds = np.concatenate([[0], np.cumsum(ends - starts)])
+    gathered = [np.concatenate([a[s:e] for s, e in zip(starts, ends)]) for a in (index, values)]
+    expected = ssr_tok_scores(query_index, query_value, *gathered, bounds, latents)
+    assert fast.dtype == expected.dtype and np.array_equal(fast, expected)
+    assert (fast > 0).sum() > 10
+    assert not compiled_ssr_tok_scores(query_index, np.zeros_like(query_value), index, values, starts, ends,
+                                       latents).any()
+    assert compiled_ssr_tok_scores(query_index, query_value, index, values.astype(np.float32), starts, ends,
+                                   latents) is None  # not a code store's float16: the caller's numpy path
+
+
+def test_compiled_kernels_switch_off_with_the_environment_variable():
+    import subprocess
+    import sys
+
+    code = "from lsr_pyserini.core import jit; print(jit.enabled())"
+    off = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, "LSR_PYSERINI_NUMBA": "0"},
+                         capture_output=True, text=True, check=True)
+    assert off.stdout.strip() == "False"
+
+
 def previous_sparseembed_scores(store, query_terms, query_embeddings, docids):
     """The SparseEmbed kernel before the shared-term gather (every candidate term's mask unpacked)."""
     from lsr_pyserini.stores.sparseembed import _POPCOUNT

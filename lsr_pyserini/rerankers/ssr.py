@@ -34,25 +34,34 @@ def sum_of_max(similarities: np.ndarray, bounds: np.ndarray) -> np.ndarray:
     return scores
 
 
+def query_columns(query_index: np.ndarray, query_value: np.ndarray, latents: int,
+                  width: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(column, query_matrix) of a query's codes: `column[n]` is neuron n's row in the query matrix
+    (-1 for a neuron no query token uses) and `query_matrix[column[n], i]` query token i's
+    activation of n (float32; `width` >= the query's tokens pads the columns with zeros)."""
+    used = query_value > 0
+    neurons = np.unique(query_index[used])
+    column = np.full(latents, -1, dtype=np.int64)
+    column[neurons] = np.arange(len(neurons))
+    query_matrix = np.zeros((len(neurons), width or len(query_index)), dtype=np.float32)
+    rows = np.broadcast_to(np.arange(len(query_index))[:, None], query_index.shape)
+    np.add.at(query_matrix, (column[query_index[used]], rows[used]), query_value[used])
+    return column, query_matrix
+
+
 def code_similarities(query_index: np.ndarray, query_value: np.ndarray, doc_index: np.ndarray,
                       doc_value: np.ndarray, latents: int) -> np.ndarray:
     """T x Lq matrix of z_d,t . z_q,i from the sparse codes (only neurons the query uses are read)."""
     from scipy.sparse import csr_matrix
 
-    used = query_value > 0
-    neurons = np.unique(query_index[used])
-    column = np.full(latents, -1, dtype=np.int64)
-    column[neurons] = np.arange(len(neurons))
-    query_matrix = np.zeros((len(neurons), len(query_index)), dtype=np.float32)
-    rows = np.broadcast_to(np.arange(len(query_index))[:, None], query_index.shape)
-    np.add.at(query_matrix, (column[query_index[used]], rows[used]), query_value[used])
+    column, query_matrix = query_columns(query_index, query_value, latents)
     doc_columns = column[doc_index]
     hit = doc_columns >= 0
     # row-major masking keeps the entries in token order: the CSR row pointers are the running hit counts
     pointers = np.zeros(len(doc_index) + 1, dtype=np.int64)
     np.cumsum(hit.sum(axis=1), out=pointers[1:])
     doc_matrix = csr_matrix((doc_value[hit].astype(np.float32), doc_columns[hit], pointers),
-                            shape=(len(doc_index), len(neurons)))
+                            shape=(len(doc_index), query_matrix.shape[0]))
     return np.asarray(doc_matrix @ query_matrix)
 
 
@@ -68,17 +77,10 @@ def ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, doc_index: 
 
     documents = len(bounds) - 1
     scores = np.zeros(documents, dtype=np.float64)
-    used = query_value > 0
-    neurons = np.unique(query_index[used])
-    if not len(neurons) or not len(query_index) or not len(doc_index):
+    column, query_matrix = query_columns(query_index, query_value, latents)
+    if not len(query_matrix) or not len(query_index) or not len(doc_index):
         return scores
-    column = np.full(latents, -1, dtype=np.int64)
-    column[neurons] = np.arange(len(neurons))
-    query_matrix = np.zeros((len(neurons), len(query_index)), dtype=np.float32)
-    rows = np.broadcast_to(np.arange(len(query_index))[:, None], query_index.shape)
-    np.add.at(query_matrix, (column[query_index[used]], rows[used]), query_value[used])
-    wanted = np.zeros(latents, dtype=bool)
-    wanted[neurons] = True
+    wanted = column >= 0
     k = doc_index.shape[1]
     flat = np.flatnonzero(wanted[doc_index])  # row-major: token after token, codes in stored order
     if not len(flat):
@@ -87,13 +89,102 @@ def ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, doc_index: 
     first = np.flatnonzero(np.diff(token, prepend=-1))  # each sharing token's first hit
     pointers = np.append(first, len(flat))
     doc_matrix = csr_matrix((doc_value.reshape(-1)[flat].astype(np.float32), column[doc_index.reshape(-1)[flat]],
-                             pointers), shape=(len(first), len(neurons)))
+                             pointers), shape=(len(first), query_matrix.shape[0]))
     similarities = np.asarray(doc_matrix @ query_matrix)  # one row per sharing token, in token order
     row_bounds = np.searchsorted(token[first], bounds)  # each document's first sharing-token row
     nonempty = np.diff(row_bounds) > 0
     maxima = np.zeros((documents, len(query_index)), dtype=np.float32)
     maxima[nonempty] = np.maximum.reduceat(similarities, row_bounds[:-1][nonempty], axis=0)
     scores[:] = maxima.sum(axis=1)
+    return scores
+
+
+LANES = 8  # query tokens a pass of the compiled kernel scores at once (one 256-bit register of float32)
+HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)  # exact, by bit pattern
+
+
+def ssr_tok_maxima(doc_index, doc_bits, starts, ends, column, query_matrix, half_to_float, maxima):
+    """The compiled kernel (`core.jit`) of `ssr_tok_scores`, reading the store's rows in place:
+    maxima[d, i] = max(0, max over tokens t of document d (rows starts[d]:ends[d]) of z_d,t . z_q,i).
+
+    Per token, the codes of neurons the query uses are collected without branches (their query
+    matrix rows and activations, stored order kept); then, LANES query tokens at a time, each
+    similarity is summed over them in that order in float32, as the CSR product does: the same
+    bits. doc_bits are the float16 activations' bit patterns, turned into float32 by table.
+    query_matrix has a multiple of LANES columns."""
+    codes = doc_index.shape[1]
+    width = query_matrix.shape[1]
+    flat = query_matrix.ravel()
+    rows = np.empty(codes, np.int64)
+    where = np.empty(codes, np.int64)
+    values = np.empty(codes, np.float32)
+    for d in range(starts.shape[0]):
+        best = maxima[d]
+        for t in range(starts[d], ends[d]):
+            hits = 0
+            for c in range(codes):
+                row = column[doc_index[t, c]]
+                rows[hits] = row * width
+                where[hits] = c
+                hits += row >= 0
+            if hits == 0:
+                continue
+            for j in range(hits):
+                values[j] = half_to_float[doc_bits[t, where[j]]]
+            for lane in range(0, width, LANES):
+                a = values[0]
+                b = rows[0] + lane
+                s0 = a * flat[b]
+                s1 = a * flat[b + 1]
+                s2 = a * flat[b + 2]
+                s3 = a * flat[b + 3]
+                s4 = a * flat[b + 4]
+                s5 = a * flat[b + 5]
+                s6 = a * flat[b + 6]
+                s7 = a * flat[b + 7]
+                for j in range(1, hits):
+                    a = values[j]
+                    b = rows[j] + lane
+                    s0 += a * flat[b]
+                    s1 += a * flat[b + 1]
+                    s2 += a * flat[b + 2]
+                    s3 += a * flat[b + 3]
+                    s4 += a * flat[b + 4]
+                    s5 += a * flat[b + 5]
+                    s6 += a * flat[b + 6]
+                    s7 += a * flat[b + 7]
+                best[lane] = max(best[lane], s0)
+                best[lane + 1] = max(best[lane + 1], s1)
+                best[lane + 2] = max(best[lane + 2], s2)
+                best[lane + 3] = max(best[lane + 3], s3)
+                best[lane + 4] = max(best[lane + 4], s4)
+                best[lane + 5] = max(best[lane + 5], s5)
+                best[lane + 6] = max(best[lane + 6], s6)
+                best[lane + 7] = max(best[lane + 7], s7)
+
+
+def compiled_ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, doc_index: np.ndarray,
+                            doc_value: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                            latents: int) -> np.ndarray | None:
+    """`ssr_tok_scores` of the documents owning token rows starts[d]:ends[d] of a code store's
+    arrays, read in place (memory-mapped, nothing gathered) by the compiled kernel, with the same
+    bits; None where `core.jit` runs no compiled kernel or the activations are not float16 (as code
+    stores keep them)."""
+    from ..core.jit import compiled
+
+    kernel = compiled(ssr_tok_maxima)
+    if kernel is None or doc_value.dtype != np.float16 or doc_index.ndim != 2:
+        return None
+    scores = np.zeros(len(starts), dtype=np.float64)
+    tokens = len(query_index)
+    width = -(-tokens // LANES) * LANES
+    column, query_matrix = query_columns(query_index, query_value, latents, width)
+    if not len(query_matrix) or not tokens:
+        return scores
+    maxima = np.zeros((len(starts), width), dtype=np.float32)
+    kernel(np.asarray(doc_index), np.asarray(doc_value).view(np.uint16), np.asarray(starts, dtype=np.int64),
+           np.asarray(ends, dtype=np.int64), column, query_matrix, HALF_TO_FLOAT, maxima)
+    scores[:] = np.ascontiguousarray(maxima[:, :tokens]).sum(axis=1)  # the sum ssr_tok_scores takes
     return scores
 
 
@@ -134,9 +225,13 @@ class SSRReranker(Reranker):
 
     def score_encoded(self, query: tuple, docids: list[str]) -> np.ndarray:
         query_index, query_value, cls_dense = query
-        bounds, arrays = self.store.gather(docids, ["token_index", "token_value"])
-        scores = ssr_tok_scores(query_index, query_value, arrays["token_index"], arrays["token_value"], bounds,
-                                self.coder.model.token_sae.latents)
+        latents = self.coder.model.token_sae.latents
+        scores = compiled_ssr_tok_scores(query_index, query_value, self.store.arrays["token_index"],
+                                         self.store.arrays["token_value"], *self.store.row_ranges(docids), latents)
+        if scores is None:
+            bounds, arrays = self.store.gather(docids, ["token_index", "token_value"])
+            scores = ssr_tok_scores(query_index, query_value, arrays["token_index"], arrays["token_value"], bounds,
+                                    latents)
         if self.cls_weight:
             cls_index = self.store.document_rows(docids, "cls_index").astype(np.int64)
             cls_value = self.store.document_rows(docids, "cls_value").astype(np.float32)

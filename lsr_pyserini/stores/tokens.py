@@ -89,12 +89,16 @@ class TokenRows:
     def missing(self, docids) -> list[str]:
         return [d for d in docids if d not in self.row]
 
+    def row_ranges(self, docids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends): document docids[i] owns token rows starts[i]:ends[i] of the token arrays."""
+        rows = np.fromiter((self.row[d] for d in docids), dtype=np.int64, count=len(docids))
+        return self.offsets[rows], self.offsets[rows + 1]
+
     def gather(self, docids: list[str], names: list[str]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Token rows of the given documents, concatenated; returns (per-document start offsets, arrays)."""
-        rows = [self.row[d] for d in docids]
-        starts, ends = self.offsets[rows], self.offsets[np.asarray(rows, dtype=np.int64) + 1]
+        starts, ends = self.row_ranges(docids)
         lengths = ends - starts
-        bounds = np.zeros(len(rows) + 1, dtype=np.int64)
+        bounds = np.zeros(len(docids) + 1, dtype=np.int64)
         np.cumsum(lengths, out=bounds[1:])
         return bounds, {name: np.concatenate([self.arrays[name][s:e] for s, e in zip(starts, ends)])
                         for name in names}
