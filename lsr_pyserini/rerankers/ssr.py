@@ -103,64 +103,67 @@ LANES = 8  # query tokens a pass of the compiled kernel scores at once (one 256-
 HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)  # exact, by bit pattern
 
 
-def ssr_tok_maxima(doc_index, doc_bits, starts, ends, column, query_matrix, half_to_float, maxima):
+def ssr_tok_maxima(doc_index, doc_bits, starts, ends, row_start, query_matrix, half_to_float, maxima):
     """The compiled kernel (`core.jit`) of `ssr_tok_scores`, reading the store's rows in place:
     maxima[d, i] = max(0, max over tokens t of document d (rows starts[d]:ends[d]) of z_d,t . z_q,i).
 
-    Per token, the codes of neurons the query uses are collected without branches (their query
-    matrix rows and activations, stored order kept); then, LANES query tokens at a time, each
-    similarity is summed over them in that order in float32, as the CSR product does: the same
-    bits. doc_bits are the float16 activations' bit patterns, turned into float32 by table.
-    query_matrix has a multiple of LANES columns."""
-    codes = doc_index.shape[1]
-    width = query_matrix.shape[1]
+    Per token, the codes of neurons the query uses (row_start[n] >= 0: the start of neuron n's row
+    in the flattened query matrix) are collected without branches, in stored order; then, LANES
+    query tokens at a time, each similarity is summed over them in that order in float32, as the
+    CSR product does: the same bits. doc_bits are the float16 activations' bit patterns, turned
+    into float32 by table; query_matrix has a multiple of LANES columns. Every index is unsigned,
+    which spares numba's test for negative indices on each read (12.5 -> 7.8 ms a query)."""
+    codes = np.uint64(doc_index.shape[1])
+    width = np.uint64(query_matrix.shape[1])
     flat = query_matrix.ravel()
-    rows = np.empty(codes, np.int64)
-    where = np.empty(codes, np.int64)
+    o1, o2, o3, o4 = np.uint64(1), np.uint64(2), np.uint64(3), np.uint64(4)
+    o5, o6, o7 = np.uint64(5), np.uint64(6), np.uint64(7)
+    found = np.empty(codes, np.uint64)
+    rows = np.empty(codes, np.uint64)
     values = np.empty(codes, np.float32)
     for d in range(starts.shape[0]):
         best = maxima[d]
-        for t in range(starts[d], ends[d]):
-            hits = 0
+        for t in range(np.uint64(starts[d]), np.uint64(ends[d])):
+            hits = np.uint64(0)
             for c in range(codes):
-                row = column[doc_index[t, c]]
-                rows[hits] = row * width
-                where[hits] = c
-                hits += row >= 0
+                found[hits] = c
+                hits += np.uint64(row_start[doc_index[t, c]] >= 0)
             if hits == 0:
                 continue
             for j in range(hits):
-                values[j] = half_to_float[doc_bits[t, where[j]]]
-            for lane in range(0, width, LANES):
+                c = found[j]
+                rows[j] = np.uint64(row_start[doc_index[t, c]])
+                values[j] = half_to_float[doc_bits[t, c]]
+            for lane in range(np.uint64(0), width, np.uint64(LANES)):
                 a = values[0]
                 b = rows[0] + lane
                 s0 = a * flat[b]
-                s1 = a * flat[b + 1]
-                s2 = a * flat[b + 2]
-                s3 = a * flat[b + 3]
-                s4 = a * flat[b + 4]
-                s5 = a * flat[b + 5]
-                s6 = a * flat[b + 6]
-                s7 = a * flat[b + 7]
-                for j in range(1, hits):
+                s1 = a * flat[b + o1]
+                s2 = a * flat[b + o2]
+                s3 = a * flat[b + o3]
+                s4 = a * flat[b + o4]
+                s5 = a * flat[b + o5]
+                s6 = a * flat[b + o6]
+                s7 = a * flat[b + o7]
+                for j in range(o1, hits):
                     a = values[j]
                     b = rows[j] + lane
                     s0 += a * flat[b]
-                    s1 += a * flat[b + 1]
-                    s2 += a * flat[b + 2]
-                    s3 += a * flat[b + 3]
-                    s4 += a * flat[b + 4]
-                    s5 += a * flat[b + 5]
-                    s6 += a * flat[b + 6]
-                    s7 += a * flat[b + 7]
+                    s1 += a * flat[b + o1]
+                    s2 += a * flat[b + o2]
+                    s3 += a * flat[b + o3]
+                    s4 += a * flat[b + o4]
+                    s5 += a * flat[b + o5]
+                    s6 += a * flat[b + o6]
+                    s7 += a * flat[b + o7]
                 best[lane] = max(best[lane], s0)
-                best[lane + 1] = max(best[lane + 1], s1)
-                best[lane + 2] = max(best[lane + 2], s2)
-                best[lane + 3] = max(best[lane + 3], s3)
-                best[lane + 4] = max(best[lane + 4], s4)
-                best[lane + 5] = max(best[lane + 5], s5)
-                best[lane + 6] = max(best[lane + 6], s6)
-                best[lane + 7] = max(best[lane + 7], s7)
+                best[lane + o1] = max(best[lane + o1], s1)
+                best[lane + o2] = max(best[lane + o2], s2)
+                best[lane + o3] = max(best[lane + o3], s3)
+                best[lane + o4] = max(best[lane + o4], s4)
+                best[lane + o5] = max(best[lane + o5], s5)
+                best[lane + o6] = max(best[lane + o6], s6)
+                best[lane + o7] = max(best[lane + o7], s7)
 
 
 def compiled_ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, doc_index: np.ndarray,
@@ -182,8 +185,10 @@ def compiled_ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, do
     if not len(query_matrix) or not tokens:
         return scores
     maxima = np.zeros((len(starts), width), dtype=np.float32)
+    row_start = np.where(column >= 0, column * width, -1)
     kernel(np.asarray(doc_index), np.asarray(doc_value).view(np.uint16), np.asarray(starts, dtype=np.int64),
-           np.asarray(ends, dtype=np.int64), column, query_matrix, HALF_TO_FLOAT, maxima)
+           np.asarray(ends, dtype=np.int64), row_start.astype(np.int32 if query_matrix.size < 2**31 else np.int64),
+           query_matrix, HALF_TO_FLOAT, maxima)
     scores[:] = np.ascontiguousarray(maxima[:, :tokens]).sum(axis=1)  # the sum ssr_tok_scores takes
     return scores
 
