@@ -171,12 +171,12 @@ def compiled_ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, do
                             latents: int) -> np.ndarray | None:
     """`ssr_tok_scores` of the documents owning token rows starts[d]:ends[d] of a code store's
     arrays, read in place (memory-mapped, nothing gathered) by the compiled kernel, with the same
-    bits; None where `core.jit` runs no compiled kernel or the activations are not float16 (as code
-    stores keep them)."""
+    bits; None where `core.jit` runs no compiled kernel, or the arrays are not a code store's uint16
+    neuron ids (SAEs of up to 65,536 latents) and float16 activations."""
     from ..core.jit import compiled
 
     kernel = compiled(ssr_tok_maxima)
-    if kernel is None or doc_value.dtype != np.float16 or doc_index.ndim != 2:
+    if kernel is None or doc_value.dtype != np.float16 or doc_index.dtype != np.uint16 or doc_index.ndim != 2:
         return None
     scores = np.zeros(len(starts), dtype=np.float64)
     tokens = len(query_index)
@@ -185,10 +185,11 @@ def compiled_ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, do
     if not len(query_matrix) or not tokens:
         return scores
     maxima = np.zeros((len(starts), width), dtype=np.float32)
-    row_start = np.where(column >= 0, column * width, -1)
+    # one entry per uint16 id, so that no id of the store reads outside the table (ids >= latents: -1, no hit)
+    row_start = np.full(1 << 16, -1, dtype=np.int32 if query_matrix.size < 2**31 else np.int64)
+    row_start[:latents] = np.where(column >= 0, column * width, -1)
     kernel(np.asarray(doc_index), np.asarray(doc_value).view(np.uint16), np.asarray(starts, dtype=np.int64),
-           np.asarray(ends, dtype=np.int64), row_start.astype(np.int32 if query_matrix.size < 2**31 else np.int64),
-           query_matrix, HALF_TO_FLOAT, maxima)
+           np.asarray(ends, dtype=np.int64), row_start, query_matrix, HALF_TO_FLOAT, maxima)
     scores[:] = np.ascontiguousarray(maxima[:, :tokens]).sum(axis=1)  # the sum ssr_tok_scores takes
     return scores
 
