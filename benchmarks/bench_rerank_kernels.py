@@ -8,7 +8,8 @@ encoded beforehand; then, query after query on one thread, the previous kernel a
 one score the same candidates, interleaved (so both see the same load), and their outputs are
 checked to be equal bit for bit. Printed: median and mean milliseconds per query of each and the
 ratio. Kernels: SSR-tok and SSR-CLS (`--codes`: the numpy kernel on the gathered candidate
-codes vs the compiled kernel reading the store in place, `rerankers/ssr.py`), SparseEmbed (every candidate term's mask unpacked vs only the shared terms'), the BGE-M3
+codes vs the compiled kernel reading the store in place, `rerankers/ssr.py`), SparseEmbed (every
+candidate term's mask unpacked vs only the shared terms'), the BGE-M3
 hybrid's default dense + 0.3 sparse (a Python sum per document vs one gather and bincount), and
 dense (unchanged: the same kernel twice, for its absolute time). Inputs: any stores over one
 corpus and a run whose candidates they hold (docs/benchmarks.md#re-ranking-kernels).
@@ -71,24 +72,13 @@ def main() -> None:
     timing = (texts, first_stage, qids)
     if args.codes:
         from lsr_pyserini.core import jit
-        from lsr_pyserini.rerankers.ssr import ssr_tok_scores
 
         if not jit.enabled():
             print("note: compiled kernels are off (numba missing or LSR_PYSERINI_NUMBA=0): both SSR rows run numpy")
         for name, cls_weight in (("SSR-tok", 0.0), ("SSR-CLS", None)):
             ssr = build_reranker("ssr", args.codes, {"cls_weight": cls_weight})
-
-            def numpy_kernel(query, docs, ssr=ssr):
-                bounds, arrays = ssr.store.gather(docs, ["token_index", "token_value"])
-                scores = ssr_tok_scores(query[0], query[1], arrays["token_index"], arrays["token_value"], bounds,
-                                        ssr.coder.model.token_sae.latents)
-                if ssr.cls_weight:
-                    cls_index = ssr.store.document_rows(docs, "cls_index").astype(np.int64)
-                    cls_value = ssr.store.document_rows(docs, "cls_value").astype(np.float32)
-                    scores += ssr.cls_weight * (query[2][cls_index] * cls_value).sum(axis=1)
-                return scores
-
-            compare(name, ssr.encode_queries, numpy_kernel, ssr.score_encoded, *timing)
+            compare(name, ssr.encode_queries, lambda query, docs, ssr=ssr: ssr.score_encoded(query, docs, compiled=False),
+                    ssr.score_encoded, *timing)
     if args.sparseembed:
         from test_rerank_fast import previous_sparseembed_scores
 

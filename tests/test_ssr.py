@@ -185,6 +185,13 @@ def test_ssr_and_maxsim_scores_equal_a_direct_computation(pipeline, first_stage,
             assert ssr[(qid, docid)] == pytest.approx(expected, abs=2e-6, rel=1e-4)
             dense = (query_tokens @ np.asarray(doc_tokens, dtype=np.float32).T).max(1).sum()
             assert maxsim[(qid, docid)] == pytest.approx(dense, abs=2e-6, rel=1e-4)
+    # the re-ranker's two kernels (compiled where numba runs, numpy otherwise) give the same bits
+    from lsr_pyserini.rerankers import build_reranker
+
+    reranker = build_reranker("ssr", str(pipeline / "codes"), {"cls_weight": 0.5})
+    for query, qid in zip(reranker.encode_queries([texts[q] for q in run]), run):
+        docs = [d for d, _ in run[qid]]
+        assert np.array_equal(reranker.score_encoded(query, docs), reranker.score_encoded(query, docs, compiled=False))
 
 
 def test_refusals(pipeline, first_stage, tiny_encoder_only, tmp_path):

@@ -229,11 +229,13 @@ class SSRReranker(Reranker):
             encoded.append((*codes(model.token_sae, tokens), cls_dense))
         return encoded
 
-    def score_encoded(self, query: tuple, docids: list[str]) -> np.ndarray:
+    def score_encoded(self, query: tuple, docids: list[str], compiled: bool = True) -> np.ndarray:
+        """Scores of docids; compiled=False runs the numpy kernel (the same bits; the benchmark's reference)."""
         query_index, query_value, cls_dense = query
         latents = self.coder.model.token_sae.latents
         scores = compiled_ssr_tok_scores(query_index, query_value, self.store.arrays["token_index"],
-                                         self.store.arrays["token_value"], *self.store.row_ranges(docids), latents)
+                                         self.store.arrays["token_value"], *self.store.row_ranges(docids),
+                                         latents) if compiled else None
         if scores is None:
             bounds, arrays = self.store.gather(docids, ["token_index", "token_value"])
             scores = ssr_tok_scores(query_index, query_value, arrays["token_index"], arrays["token_value"], bounds,
