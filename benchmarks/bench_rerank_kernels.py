@@ -8,7 +8,8 @@ encoded beforehand; then, query after query on one thread, the previous kernel a
 one score the same candidates, interleaved (so both see the same load), and their outputs are
 checked to be equal bit for bit. Printed: median and mean milliseconds per query of each and the
 ratio. Kernels: SSR-tok and SSR-CLS (`--codes`: the numpy kernel on the gathered candidate
-codes vs the compiled kernel reading the store in place, `rerankers/ssr.py`), SparseEmbed (every
+codes vs the compiled kernel reading the store in place, `rerankers/ssr.py`; then the compiled
+kernel's two ways of collecting hits, scan vs mask, and whether this CPU takes the mask), SparseEmbed (every
 candidate term's mask unpacked vs only the shared terms'), the BGE-M3
 hybrid's default dense + 0.3 sparse (a Python sum per document vs one gather and bincount), and
 dense (unchanged: the same kernel twice, for its absolute time). Inputs: any stores over one
@@ -79,6 +80,16 @@ def main() -> None:
             ssr = build_reranker("ssr", args.codes, {"cls_weight": cls_weight})
             compare(name, ssr.encode_queries, lambda query, docs, ssr=ssr: ssr.score_encoded(query, docs, compiled=False),
                     ssr.score_encoded, *timing)
+        if jit.enabled():  # the compiled kernel's two ways to collect hits (this CPU takes the mask: yes/no)
+            from lsr_pyserini.rerankers.ssr import compiled_ssr_tok_scores, mask_collection
+
+            def collect(by_mask):
+                return lambda query, docs: compiled_ssr_tok_scores(
+                    query[0], query[1], ssr.store.arrays["token_index"], ssr.store.arrays["token_value"],
+                    *ssr.store.row_ranges(docs), ssr.coder.model.token_sae.latents, by_mask)
+
+            compare(f"SSR-tok scan->mask ({'yes' if mask_collection() else 'no'})", ssr.encode_queries,
+                    collect(False), collect(True), *timing)
     if args.sparseembed:
         from test_rerank_fast import previous_sparseembed_scores
 

@@ -6,6 +6,7 @@ and agree with the obvious per-document formula."""
 import numpy as np
 import pytest
 
+from lsr_pyserini.core.jit import lowest_bit
 from lsr_pyserini.rerankers.ssr import code_similarities, ssr_tok_scores, sum_of_max
 
 
@@ -50,8 +51,9 @@ def test_ssr_tok_scores_equal_the_gathered_computation_bit_for_bit(seed):
     assert not ssr_tok_scores(far, query_value, index, values, bounds, latents).any()
 
 
+@pytest.mark.parametrize("by_mask", [False, True])
 @pytest.mark.parametrize("query_tokens", [1, 7, 8, 9, 20, 70])
-def test_compiled_ssr_tok_kernel_gives_the_numpy_kernels_bits_on_rows_read_in_place(query_tokens):
+def test_compiled_ssr_tok_kernel_gives_the_numpy_kernels_bits_on_rows_read_in_place(query_tokens, by_mask):
     from lsr_pyserini.core import jit
     from lsr_pyserini.rerankers.ssr import compiled_ssr_tok_scores
 
@@ -70,16 +72,49 @@ def test_compiled_ssr_tok_kernel_gives_the_numpy_kernels_bits_on_rows_read_in_pl
     picked = rng.permutation(len(lengths))[:45]  # candidates in another order than the store's, one twice
     picked[-1] = picked[0]
     starts, ends = offsets[picked], offsets[picked + 1]
-    fast = compiled_ssr_tok_scores(query_index, query_value, index, values, starts, ends, latents)
+    fast = compiled_ssr_tok_scores(query_index, query_value, index, values, starts, ends, latents, by_mask)
     bounds = np.concatenate([[0], np.cumsum(ends - starts)])
     gathered = [np.concatenate([a[s:e] for s, e in zip(starts, ends)]) for a in (index, values)]
     expected = ssr_tok_scores(query_index, query_value, *gathered, bounds, latents)
     assert fast.dtype == expected.dtype and np.array_equal(fast, expected)
     assert (fast > 0).sum() > 10
     assert not compiled_ssr_tok_scores(query_index, np.zeros_like(query_value), index, values, starts, ends,
-                                       latents).any()
+                                       latents, by_mask).any()
     for other in ((index, values.astype(np.float32)), (index.astype(np.int32), values)):  # not a code store's
         assert compiled_ssr_tok_scores(query_index, query_value, *other, starts, ends, latents) is None  # numpy then
+
+
+def test_compiled_ssr_tok_kernel_never_collects_by_mask_beyond_64_codes_a_token():
+    from lsr_pyserini.core import jit
+    from lsr_pyserini.rerankers.ssr import compiled_ssr_tok_scores
+
+    if not jit.enabled():
+        pytest.skip("numba is not installed (or LSR_PYSERINI_NUMBA=0): the numpy kernel runs")
+    rng = np.random.default_rng(7)
+    latents, k = 300, 80  # more codes than a 64-bit mask holds: the kernel scans them instead
+    index, values = random_codes(rng, 40, k, latents)
+    query_index, query_value = random_codes(rng, 5, k, latents)
+    starts, ends = np.arange(0, 40, 4), np.arange(4, 44, 4)
+    expected = ssr_tok_scores(query_index, query_value.astype(np.float32), index, values, np.arange(0, 44, 4), latents)
+    for by_mask in (False, True):
+        fast = compiled_ssr_tok_scores(query_index, query_value.astype(np.float32), index, values, starts, ends,
+                                       latents, by_mask)
+        assert np.array_equal(fast, expected)
+
+
+@pytest.mark.parametrize("value", [1, 2, 12, 2**31, 2**63 + 2**40, 2**64 - 1])
+def test_lowest_bit_is_the_position_of_the_lowest_set_bit_in_python_and_compiled(value):
+    from lsr_pyserini.core import jit
+
+    expected = format(value, "b")[::-1].index("1")
+    assert jit.lowest_bit(value) == expected
+    if jit.enabled():
+        kernel = jit.compiled(_lowest_bit_kernel)
+        assert kernel(np.uint64(value)) == expected
+
+
+def _lowest_bit_kernel(x):
+    return lowest_bit(x)
 
 
 def test_compiled_kernels_switch_off_with_the_environment_variable():

@@ -9,6 +9,8 @@ numba leaves LLVM's SLP vectoriser off by default (`NUMBA_SLP_VECTORIZE`); the k
 for it (straight-line float32 lanes that it packs into vector instructions, with no change of the
 order of any addition and no fused multiply-add), so `compiled` turns it on while its kernels
 compile: measured 1.5x on the SSR kernel (docs/benchmarks.md, re-ranking kernels).
+
+`lowest_bit(x)` is for kernels: plain Python here, one `tzcnt` instruction once compiled.
 """
 from __future__ import annotations
 
@@ -25,14 +27,26 @@ def enabled() -> bool:
     return _numba() is not None
 
 
+def lowest_bit(x):
+    """The position of the lowest set bit of the integer x > 0."""
+    return (int(x) & -int(x)).bit_length() - 1
+
+
 @lru_cache(maxsize=None)
 def _numba():
     if os.environ.get("LSR_PYSERINI_NUMBA", "1") == "0":
         return None
     try:
         import numba
+        from numba.cpython.unsafe.numbers import trailing_zeros
+        from numba.extending import overload
     except ImportError:
         return None
+
+    @overload(lowest_bit)
+    def _lowest_bit(x):  # noqa: ARG001 (numba passes the argument's type)
+        return lambda x: trailing_zeros(x)
+
     return numba
 
 

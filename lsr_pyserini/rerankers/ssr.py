@@ -11,11 +11,15 @@
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..core.batching import encode_in_length_order
 from ..core.cli import warn
+from ..core.environment import cpuinfo_field
 from ..core.errors import InputError
+from ..core.jit import lowest_bit
 from ..core.options import non_negative_float
 from ..stores.tokens import TokenRows
 from . import Option, register
@@ -103,7 +107,7 @@ LANES = 8  # query tokens a pass of the compiled kernel scores at once (one 256-
 HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)  # exact, by bit pattern
 
 
-def ssr_tok_maxima(doc_index, doc_bits, starts, ends, row_start, query_matrix, half_to_float, maxima):
+def ssr_tok_maxima(doc_index, doc_bits, starts, ends, row_start, query_matrix, half_to_float, maxima, by_mask):
     """The compiled kernel (`core.jit`) of `ssr_tok_scores`, reading the store's rows in place:
     maxima[d, i] = max(0, max over tokens t of document d (rows starts[d]:ends[d]) of z_d,t . z_q,i).
 
@@ -112,7 +116,14 @@ def ssr_tok_maxima(doc_index, doc_bits, starts, ends, row_start, query_matrix, h
     query tokens at a time, each similarity is summed over them in that order in float32, as the
     CSR product does: the same bits. doc_bits are the float16 activations' bit patterns, turned
     into float32 by table; query_matrix has a multiple of LANES columns. Every index is unsigned,
-    which spares numba's test for negative indices on each read (12.5 -> 7.8 ms a query)."""
+    which spares numba's test for negative indices on each read (12.5 -> 7.8 ms a query).
+
+    Two ways to collect a token's hits, the same codes in the same order: by_mask first sets one
+    bit per hit code (at most 64 codes a token), then reads the set bits lowest first; otherwise
+    each code's position is stored at the hit count, which the hit adds 1 to. The second was as
+    fast or faster on an Intel Xeon; on an AMD EPYC (Zen 1) it took about twice the kernel's time,
+    a store whose address hangs on the previous load (`mask_collection` chooses by CPU vendor;
+    docs/benchmarks.md, re-ranking kernels)."""
     codes = np.uint64(doc_index.shape[1])
     width = np.uint64(query_matrix.shape[1])
     flat = query_matrix.ravel()
@@ -125,15 +136,26 @@ def ssr_tok_maxima(doc_index, doc_bits, starts, ends, row_start, query_matrix, h
         best = maxima[d]
         for t in range(np.uint64(starts[d]), np.uint64(ends[d])):
             hits = np.uint64(0)
-            for c in range(codes):
-                found[hits] = c
-                hits += np.uint64(row_start[doc_index[t, c]] >= 0)
+            if by_mask:
+                mask = np.uint64(0)
+                for c in range(codes):
+                    mask |= np.uint64(row_start[doc_index[t, c]] >= 0) << c
+                while mask:
+                    c = np.uint64(lowest_bit(mask))
+                    rows[hits] = np.uint64(row_start[doc_index[t, c]])
+                    values[hits] = half_to_float[doc_bits[t, c]]
+                    hits += o1
+                    mask &= mask - o1
+            else:
+                for c in range(codes):
+                    found[hits] = c
+                    hits += np.uint64(row_start[doc_index[t, c]] >= 0)
+                for j in range(hits):
+                    c = found[j]
+                    rows[j] = np.uint64(row_start[doc_index[t, c]])
+                    values[j] = half_to_float[doc_bits[t, c]]
             if hits == 0:
                 continue
-            for j in range(hits):
-                c = found[j]
-                rows[j] = np.uint64(row_start[doc_index[t, c]])
-                values[j] = half_to_float[doc_bits[t, c]]
             for lane in range(np.uint64(0), width, np.uint64(LANES)):
                 a = values[0]
                 b = rows[0] + lane
@@ -166,13 +188,20 @@ def ssr_tok_maxima(doc_index, doc_bits, starts, ends, row_start, query_matrix, h
                 best[lane + o7] = max(best[lane + o7], s7)
 
 
+@lru_cache(maxsize=1)
+def mask_collection() -> bool:
+    """Whether the compiled kernel collects hits by mask (`ssr_tok_maxima`): on AMD CPUs."""
+    return cpuinfo_field("vendor_id") == "AuthenticAMD"
+
+
 def compiled_ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, doc_index: np.ndarray,
                             doc_value: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-                            latents: int) -> np.ndarray | None:
+                            latents: int, by_mask: bool | None = None) -> np.ndarray | None:
     """`ssr_tok_scores` of the documents owning token rows starts[d]:ends[d] of a code store's
     arrays, read in place (memory-mapped, nothing gathered) by the compiled kernel, with the same
     bits; None where `core.jit` runs no compiled kernel, or the arrays are not a code store's uint16
-    neuron ids (SAEs of up to 65,536 latents) and float16 activations."""
+    neuron ids (SAEs of up to 65,536 latents) and float16 activations. by_mask: how the kernel
+    collects hits (None: `mask_collection`'s choice); never by mask above 64 codes a token."""
     from ..core.jit import compiled
 
     kernel = compiled(ssr_tok_maxima)
@@ -189,7 +218,8 @@ def compiled_ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, do
     row_start = np.full(1 << 16, -1, dtype=np.int32 if query_matrix.size < 2**31 else np.int64)
     row_start[:latents] = np.where(column >= 0, column * width, -1)
     kernel(np.asarray(doc_index), np.asarray(doc_value).view(np.uint16), np.asarray(starts, dtype=np.int64),
-           np.asarray(ends, dtype=np.int64), row_start, query_matrix, HALF_TO_FLOAT, maxima)
+           np.asarray(ends, dtype=np.int64), row_start, query_matrix, HALF_TO_FLOAT, maxima,
+           doc_index.shape[1] <= 64 and (mask_collection() if by_mask is None else bool(by_mask)))
     scores[:] = np.ascontiguousarray(maxima[:, :tokens]).sum(axis=1)  # the sum ssr_tok_scores takes
     return scores
 
