@@ -169,9 +169,10 @@ def test_sparseembed_scores_equal_the_previous_kernel_and_the_definition(tmp_pat
     for query_size in (1, 20, vocab):
         terms = np.sort(rng.choice(vocab, query_size, replace=False))
         query = np.maximum(rng.normal(size=(query_size, dim)), 0).astype(np.float32)
-        candidates = [names[i] for i in rng.permutation(len(names))[:20]]
-        fast = store.scores(terms, query, candidates)
+        candidates = [names[i] for i in rng.permutation(len(names))[:20]] + [names[3]]  # one twice
+        fast = store.scores(terms, query, candidates)  # compiled kernels where numba runs
         assert np.array_equal(fast, previous_sparseembed_scores(store, terms, query, candidates))
+        assert np.array_equal(fast, store.scores(terms, query, candidates, compiled=False))
         assert (store._lookup == -1).all()
         for docid, score in zip(candidates, fast):
             ids, embeddings = docs[docid]

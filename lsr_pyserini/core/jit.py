@@ -11,6 +11,8 @@ order of any addition and no fused multiply-add), so `compiled` turns it on whil
 compile: measured 1.5x on the SSR kernel (docs/benchmarks.md, re-ranking kernels).
 
 `lowest_bit(x)` is for kernels: plain Python here, one `tzcnt` instruction once compiled.
+`half_to_float()` is the float32 value of every float16 bit pattern: numba has no float16 type on
+the CPU, so kernels read float16 arrays as their uint16 bits and look the value up (exact).
 """
 from __future__ import annotations
 
@@ -25,6 +27,13 @@ _COMPILING = threading.Lock()
 def enabled() -> bool:
     """Whether compiled kernels run: numba importable and not switched off by LSR_PYSERINI_NUMBA=0."""
     return _numba() is not None
+
+
+@lru_cache(maxsize=1)
+def half_to_float():
+    import numpy as np
+
+    return np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
 
 
 def lowest_bit(x):

@@ -19,7 +19,7 @@ from ..core.batching import encode_in_length_order
 from ..core.cli import warn
 from ..core.environment import cpuinfo_field
 from ..core.errors import InputError
-from ..core.jit import lowest_bit
+from ..core.jit import half_to_float, lowest_bit
 from ..core.options import non_negative_float
 from ..stores.tokens import TokenRows
 from . import Option, register
@@ -104,10 +104,9 @@ def ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, doc_index: 
 
 
 LANES = 8  # query tokens a pass of the compiled kernel scores at once (one 256-bit register of float32)
-HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)  # exact, by bit pattern
 
 
-def ssr_tok_maxima(doc_index, doc_bits, starts, ends, row_start, query_matrix, half_to_float, maxima, by_mask):
+def ssr_tok_maxima(doc_index, doc_bits, starts, ends, row_start, query_matrix, half_table, maxima, by_mask):
     """The compiled kernel (`core.jit`) of `ssr_tok_scores`, reading the store's rows in place:
     maxima[d, i] = max(0, max over tokens t of document d (rows starts[d]:ends[d]) of z_d,t . z_q,i).
 
@@ -143,7 +142,7 @@ def ssr_tok_maxima(doc_index, doc_bits, starts, ends, row_start, query_matrix, h
                 while mask:
                     c = np.uint64(lowest_bit(mask))
                     rows[hits] = np.uint64(row_start[doc_index[t, c]])
-                    values[hits] = half_to_float[doc_bits[t, c]]
+                    values[hits] = half_table[doc_bits[t, c]]
                     hits += o1
                     mask &= mask - o1
             else:
@@ -153,7 +152,7 @@ def ssr_tok_maxima(doc_index, doc_bits, starts, ends, row_start, query_matrix, h
                 for j in range(hits):
                     c = found[j]
                     rows[j] = np.uint64(row_start[doc_index[t, c]])
-                    values[j] = half_to_float[doc_bits[t, c]]
+                    values[j] = half_table[doc_bits[t, c]]
             if hits == 0:
                 continue
             for lane in range(np.uint64(0), width, np.uint64(LANES)):
@@ -218,7 +217,7 @@ def compiled_ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, do
     row_start = np.full(1 << 16, -1, dtype=np.int32 if query_matrix.size < 2**31 else np.int64)
     row_start[:latents] = np.where(column >= 0, column * width, -1)
     kernel(np.asarray(doc_index), np.asarray(doc_value).view(np.uint16), np.asarray(starts, dtype=np.int64),
-           np.asarray(ends, dtype=np.int64), row_start, query_matrix, HALF_TO_FLOAT, maxima,
+           np.asarray(ends, dtype=np.int64), row_start, query_matrix, half_to_float(), maxima,
            doc_index.shape[1] <= 64 and (mask_collection() if by_mask is None else bool(by_mask)))
     scores[:] = np.ascontiguousarray(maxima[:, :tokens]).sum(axis=1)  # the sum ssr_tok_scores takes
     return scores

@@ -36,6 +36,33 @@ SPARSEEMBED_STORE = store_kind("a SparseEmbed store", META_FILE, lambda manifest
 _POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(1).astype(np.int64)
 
 
+def shared_term_positions(terms, starts, ends, lookup, positions, owner, slot):
+    """Compiled kernel: the positions p in starts[d]:ends[d] whose term the query activated
+    (lookup[terms[p]] >= 0), candidate after candidate, with the candidate d and lookup's slot; the count."""
+    found = 0
+    for d in range(starts.shape[0]):
+        for p in range(starts[d], ends[d]):
+            s = lookup[terms[p]]
+            if s >= 0:
+                positions[found] = p
+                owner[found] = d
+                slot[found] = s
+                found += 1
+    return found
+
+
+def unpack_embeddings(masks, positions, value_starts, value_bits, half_table, out):
+    """Compiled kernel: out[i] = the dense embedding of term row positions[i] (its mask's set bits,
+    most significant first as numpy.packbits sets them, take its float16 values in order)."""
+    for i in range(positions.shape[0]):
+        p = positions[i]
+        v = value_starts[p]
+        for j in range(out.shape[1]):
+            if (masks[p, j >> 3] >> (7 - (j & 7))) & 1:
+                out[i, j] = half_table[value_bits[v]]
+                v += 1
+
+
 def term_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16) if vocab_size <= np.iinfo(np.uint16).max + 1 else np.dtype(np.int32)
 
@@ -180,13 +207,21 @@ class SparseEmbedStore:
             self._value_starts = starts[:-1]
         return self._value_starts
 
-    def scores(self, query_terms: np.ndarray, query_embeddings: np.ndarray, docids: list[str]) -> np.ndarray:
+    def scores(self, query_terms: np.ndarray, query_embeddings: np.ndarray, docids: list[str],
+               compiled: bool = True) -> np.ndarray:
         """Per document: sum over its terms that the query activated of e^Q . e^D (float32).
 
         Only the candidates' term ids are scanned; masks and values are read for the shared terms
-        alone (their value starts are precomputed per term, `value_starts`)."""
+        alone (their value starts are precomputed per term, `value_starts`). The compiled kernels
+        (`core.jit`; compiled=False or none: numpy) find and unpack the shared terms; the products
+        and sums stay numpy's, so both paths give the same bits."""
         rows = np.fromiter((self.row[d] for d in docids), dtype=np.int64, count=len(docids))
         starts, ends = self.offsets[rows], self.offsets[rows + 1]
+        shared = self._compiled_shared_terms(query_terms, starts, ends) if compiled else None
+        if shared is not None:
+            owner, slot, document_vectors = shared
+            contributions = np.einsum("th,th->t", document_vectors, query_embeddings[slot])
+            return np.bincount(owner, weights=contributions, minlength=len(rows)).astype(np.float32)
         lengths = ends - starts
         # positions starts[r] .. ends[r]-1 of every candidate, concatenated
         positions = np.arange(lengths.sum()) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
@@ -203,6 +238,28 @@ class SparseEmbedStore:
         contributions = np.einsum("th,th->t", document_vectors, query_embeddings[slot[hit]])
         owner = np.searchsorted(np.cumsum(lengths), hit, side="right")  # the candidate each shared term is in
         return np.bincount(owner, weights=contributions, minlength=len(rows)).astype(np.float32)
+
+    def _compiled_shared_terms(self, query_terms, starts, ends):
+        """(owner, slot, embeddings) of the candidates' terms the query shares, in candidate and
+        stored order, as the numpy path finds them; None where `core.jit` runs no compiled kernel."""
+        from ..core.jit import compiled, half_to_float
+
+        find, unpack = compiled(shared_term_positions), compiled(unpack_embeddings)
+        if find is None or unpack is None:
+            return None
+        lookup = self._lookup
+        lookup[query_terms] = np.arange(len(query_terms))
+        try:
+            total = int((ends - starts).sum())
+            positions, owner, slot = (np.empty(total, dtype=np.int64) for _ in range(3))
+            found = find(np.asarray(self.terms), starts, ends, lookup, positions, owner, slot)
+        finally:
+            lookup[query_terms] = -1
+        positions, owner, slot = positions[:found], owner[:found], slot[:found]
+        embeddings = np.zeros((found, self.dim), dtype=np.float32)
+        unpack(np.asarray(self.masks), positions, self.value_starts, np.asarray(self.values).view(np.uint16),
+               half_to_float(), embeddings)
+        return owner, slot, embeddings
 
     def document_frequencies(self) -> dict[str, int]:
         """{term: documents that activated it}, terms named by the store's model's tokenizer."""
