@@ -190,6 +190,29 @@ def test_sparseembed_scores_equal_the_previous_kernel_and_the_definition(tmp_pat
         SparseEmbedStore(str(tmp_path / "store")).scores(terms, query, candidates)
 
 
+def test_sparseembed_compiled_kernel_refuses_a_term_id_beyond_the_vocabulary(tmp_path):
+    from lsr_pyserini.core import jit
+    from lsr_pyserini.core.errors import InputError
+    from lsr_pyserini.stores.sparseembed import SparseEmbedStore, SparseEmbedStoreWriter
+
+    if not jit.enabled():
+        pytest.skip("numba is not installed (or LSR_PYSERINI_NUMBA=0): the numpy kernel runs")
+    dim, vocab = 8, 40
+    embeddings = np.ones((3, dim), dtype=np.float16)
+    writer = SparseEmbedStoreWriter(str(tmp_path / "store"), {"identity": {"dim": dim, "vocab_size": vocab}})
+    writer.write_shard(0, (["a", "b"], [(np.array([1, 5, 9]), embeddings), (np.array([2, 5, 30]), embeddings)]))
+    writer.finish(2)
+    with open(tmp_path / "store" / "terms.bin", "r+b") as handle:  # term 30 of "b" becomes 60,000
+        handle.seek(5 * 2)
+        handle.write(np.array([60000], dtype=np.uint16).tobytes())
+    store = SparseEmbedStore(str(tmp_path / "store"))
+    query = np.ones((1, dim), dtype=np.float32)
+    assert store.scores(np.array([5]), query, ["a"]).tolist() == [8.0]
+    with pytest.raises(InputError, match="terms.bin: holds a term id outside"):
+        store.scores(np.array([5]), query, ["a", "b"])
+    assert (store._lookup == -1).all()
+
+
 def test_bgem3_sparse_scores_equal_the_python_sum(tmp_path):
     from lsr_pyserini.rerankers.bgem3 import BgeM3Reranker
     from lsr_pyserini.stores.dense import DenseStore, DenseStoreWriter

@@ -38,11 +38,16 @@ _POPCOUNT = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).sum(1
 
 def shared_term_positions(terms, starts, ends, lookup, positions, owner, slot):
     """Compiled kernel: the positions p in starts[d]:ends[d] whose term the query activated
-    (lookup[terms[p]] >= 0), candidate after candidate, with the candidate d and lookup's slot; the count."""
+    (lookup[terms[p]] >= 0), candidate after candidate, with the candidate d and lookup's slot; the
+    count, or -1 at a term id outside lookup (a damaged terms.bin: nothing is read out of bounds)."""
     found = 0
+    size = lookup.shape[0]
     for d in range(starts.shape[0]):
         for p in range(starts[d], ends[d]):
-            s = lookup[terms[p]]
+            term = terms[p]
+            if term < 0 or term >= size:
+                return -1
+            s = lookup[term]
             if s >= 0:
                 positions[found] = p
                 owner[found] = d
@@ -255,6 +260,9 @@ class SparseEmbedStore:
             found = find(np.asarray(self.terms), starts, ends, lookup, positions, owner, slot)
         finally:
             lookup[query_terms] = -1
+        if found < 0:
+            raise InputError(f"{self.path / TERMS_FILE}: holds a term id outside the store's vocabulary of "
+                             f"{len(lookup)} (a damaged store: build it again)")
         positions, owner, slot = positions[:found], owner[:found], slot[:found]
         embeddings = np.zeros((found, self.dim), dtype=np.float32)
         unpack(np.asarray(self.masks), positions, self.value_starts, np.asarray(self.values).view(np.uint16),
