@@ -228,12 +228,18 @@ def test_bgem3_sparse_scores_equal_the_python_sum(tmp_path):
                                          for ids, weights in docs.values()]))
     writer.finish(len(docs))
 
-    class Scorer:
-        store = DenseStore(str(tmp_path / "store"))
+    class Scorer(BgeM3Reranker):
+        def __init__(self):
+            self.store = DenseStore(str(tmp_path / "store"))
 
-    candidates = [f"d{i}" for i in rng.permutation(len(docs))]
-    for query in ({}, {int(t): float(w) for t, w in zip(rng.choice(200, 40, replace=False),
-                                                        rng.gamma(1.0, 0.5, 40).astype(np.float32))}):
-        fast = BgeM3Reranker._sparse(Scorer(), query, candidates)
+    candidates = [f"d{i}" for i in rng.permutation(len(docs))] + ["d4"]  # one twice
+    shared = {int(t): float(w) for t, w in zip(rng.choice(200, 40, replace=False),
+                                               rng.gamma(1.0, 0.5, 40).astype(np.float32))}
+    for query in ({}, shared, {**shared, 500: 1.0}, {7: 0.5}):  # an id beyond every document's
+        fast = Scorer()._sparse(query, candidates)  # the compiled kernel where numba runs
         python = [sum(query.get(int(i), 0.0) * float(w) for i, w in zip(*docs[d])) for d in candidates]
         assert fast.tolist() == python
+        assert Scorer()._sparse(query, candidates, compiled=False).tolist() == python
+    from lsr_pyserini.core import jit
+
+    assert (Scorer()._compiled_sparse(shared, candidates) is None) == (not jit.enabled())

@@ -164,6 +164,13 @@ class DenseStore:
         positions = np.arange(lengths.sum()) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
         return data[positions], lengths
 
+    def ragged_ranges(self, name: str, docids: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(the memory-mapped rows of ``name``, starts, ends): the given documents' rows are
+        data[starts[i]:ends[i]], read in place (compiled kernels)."""
+        data, offsets = self._ragged_arrays(name)
+        rows = self.rows(docids)
+        return data, offsets[rows], offsets[rows + 1]
+
     def rows(self, docids: list[str]) -> np.ndarray:
         """Row numbers (int64) of the given documents (all must be in the store)."""
         return np.fromiter((self.row[d] for d in docids), dtype=np.int64, count=len(docids))
