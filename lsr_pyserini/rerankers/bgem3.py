@@ -110,8 +110,7 @@ class BgeM3Reranker(DenseReranker):
         from ..core.jit import compiled
 
         kernel = compiled(sparse_dot)
-        ids, starts, ends = self.store.ragged_ranges("sparse_ids", docs)
-        weights, _, _ = self.store.ragged_ranges("sparse_weights", docs)
+        ids, starts, ends, weights = self.store.ragged_ranges("sparse_ids", docs, "sparse_weights")
         if kernel is None or weights.dtype not in (np.float32, np.float64) or ids.dtype.kind not in "iu":
             return None
         scores = np.zeros(len(docs), dtype=np.float64)

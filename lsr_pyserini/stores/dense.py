@@ -158,18 +158,18 @@ class DenseStore:
     def ragged_concat(self, name: str, docids: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The given documents' rows of ``name`` concatenated in their order, read with one gather,
         and each document's number of rows."""
-        data, offsets = self._ragged_arrays(name)
-        rows = self.rows(docids)
-        starts, lengths = offsets[rows], offsets[rows + 1] - offsets[rows]
+        data, starts, ends = self.ragged_ranges(name, docids)
+        lengths = ends - starts
         positions = np.arange(lengths.sum()) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
         return data[positions], lengths
 
-    def ragged_ranges(self, name: str, docids: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(the memory-mapped rows of ``name``, starts, ends): the given documents' rows are
-        data[starts[i]:ends[i]], read in place (compiled kernels)."""
+    def ragged_ranges(self, name: str, docids: list[str], *more: str) -> tuple[np.ndarray, ...]:
+        """(the memory-mapped rows of ``name``, starts, ends, then the rows of each of ``more``): the
+        given documents' rows are data[starts[i]:ends[i]], read in place (compiled kernels). The
+        arrays of ``more`` are written row for row with ``name``'s (BGE-M3's sparse ids and weights)."""
         data, offsets = self._ragged_arrays(name)
         rows = self.rows(docids)
-        return data, offsets[rows], offsets[rows + 1]
+        return (data, offsets[rows], offsets[rows + 1], *(self._ragged_arrays(other)[0] for other in more))
 
     def rows(self, docids: list[str]) -> np.ndarray:
         """Row numbers (int64) of the given documents (all must be in the store)."""
