@@ -230,10 +230,13 @@ class SparseEmbedStore:
         lengths = ends - starts
         # positions starts[r] .. ends[r]-1 of every candidate, concatenated
         positions = np.arange(lengths.sum()) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+        terms = self.terms[positions]
+        if len(terms) and int(terms.max()) >= len(self._lookup):
+            raise self._damaged_terms()
         lookup = self._lookup
         lookup[query_terms] = np.arange(len(query_terms))
         try:
-            slot = lookup[self.terms[positions]]
+            slot = lookup[terms]
         finally:
             lookup[query_terms] = -1
         hit = np.flatnonzero(slot >= 0)
@@ -243,6 +246,10 @@ class SparseEmbedStore:
         contributions = np.einsum("th,th->t", document_vectors, query_embeddings[slot[hit]])
         owner = np.searchsorted(np.cumsum(lengths), hit, side="right")  # the candidate each shared term is in
         return np.bincount(owner, weights=contributions, minlength=len(rows)).astype(np.float32)
+
+    def _damaged_terms(self) -> InputError:
+        return InputError(f"{self.path / TERMS_FILE}: holds a term id outside the store's vocabulary of "
+                          f"{len(self._lookup)} (a damaged store: build it again)")
 
     def _compiled_shared_terms(self, query_terms, starts, ends):
         """(owner, slot, embeddings) of the candidates' terms the query shares, in candidate and
@@ -261,8 +268,7 @@ class SparseEmbedStore:
         finally:
             lookup[query_terms] = -1
         if found < 0:
-            raise InputError(f"{self.path / TERMS_FILE}: holds a term id outside the store's vocabulary of "
-                             f"{len(lookup)} (a damaged store: build it again)")
+            raise self._damaged_terms()
         positions, owner, slot = positions[:found], owner[:found], slot[:found]
         embeddings = np.zeros((found, self.dim), dtype=np.float32)
         unpack(np.asarray(self.masks), positions, self.value_starts, np.asarray(self.values).view(np.uint16),
