@@ -24,6 +24,11 @@ from ..core.writer import CheckedParts
 PROGRESS_FILE = "progress.json"
 
 
+def range_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Positions starts[i] .. starts[i] + lengths[i] - 1 of every range, concatenated in order."""
+    return np.arange(lengths.sum()) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+
+
 def write_manifest(path: Path, manifest: dict, record_environment: bool = True) -> None:
     """A store's JSON manifest, written atomically, with the environment it was built in (thread
     count, library versions: `core/environment.py`) under "environment", beside the settings and

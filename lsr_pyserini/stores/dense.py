@@ -24,7 +24,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..core.outputs import atomic_write
-from .base import ShardedStoreWriter, read_manifest, store_kind, write_manifest
+from .base import ShardedStoreWriter, range_positions, read_manifest, store_kind, write_manifest
 
 STORE_FORMAT = "lsr-pyserini-dense-store/1"
 INDEX_FILE, DOCIDS_FILE, MANIFEST_FILE = "index.faiss", "docids.txt", "manifest.json"
@@ -160,7 +160,7 @@ class DenseStore:
         and each document's number of rows."""
         data, starts, ends = self.ragged_ranges(name, docids)
         lengths = ends - starts
-        positions = np.arange(lengths.sum()) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+        positions = range_positions(starts, lengths)
         return data[positions], lengths
 
     def ragged_ranges(self, name: str, docids: list[str], *more: str) -> tuple[np.ndarray, ...]:

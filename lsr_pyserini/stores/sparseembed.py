@@ -26,7 +26,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..core.outputs import atomic_write
-from .base import ShardedStoreWriter, read_manifest, store_kind, write_manifest
+from .base import ShardedStoreWriter, range_positions, read_manifest, store_kind, write_manifest
 from .dense import DOCIDS_FILE
 
 STORE_FORMAT = "lsr-pyserini-sparseembed-store/2"
@@ -228,8 +228,7 @@ class SparseEmbedStore:
             contributions = np.einsum("th,th->t", document_vectors, query_embeddings[slot])
             return np.bincount(owner, weights=contributions, minlength=len(rows)).astype(np.float32)
         lengths = ends - starts
-        # positions starts[r] .. ends[r]-1 of every candidate, concatenated
-        positions = np.arange(lengths.sum()) + np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+        positions = range_positions(starts, lengths)
         terms = self.terms[positions]
         if len(terms) and int(terms.max()) >= len(self._lookup):
             raise self._damaged_terms()
