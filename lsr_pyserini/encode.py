@@ -224,6 +224,26 @@ def resolve_settings(args) -> dict:
     return settings
 
 
+def encode_all(args, recipe, writer, count: int) -> tuple[int, float]:
+    """Encodes the `count` documents of args.input into `writer`, shard by shard, with a progress
+    bar: in this process through the recipe's model, or in parallel workers (`parallel_encoding`),
+    in which case the recipe drops this process's model. Returns (documents this run encoded,
+    seconds)."""
+    started = time.time()
+    progress = progress_bar(count, args.quiet, "doc")
+    encode_shards = parallel_encoding(args, recipe, progress, count)
+    if encode_shards is not None:
+        recipe.encoder = None  # free this process's model: the workers have theirs
+
+    def to_records(shard):
+        return recipe.records(shard, recipe.encode([d.text for d in shard], progress))
+
+    encoded_now = write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress,
+                                      count, args.output, encode_shards)
+    progress.close()
+    return encoded_now, time.time() - started
+
+
 def encode_corpus(args, settings: dict) -> None:
     claim_output(args.output, SHARD_FOLDER, args.overwrite, resumable=True)  # before the model loads
     recipe = CorpusShards(settings, with_dense=bool(args.dense_store))
@@ -240,20 +260,9 @@ def encode_corpus(args, settings: dict) -> None:
         store = encoder.open_dense_store(args.dense_store, store_settings, overwrite=args.overwrite)
     sparse_writer = ShardWriter(args.output, manifest_settings, overwrite=args.overwrite)
     writer = WithDenseStore(sparse_writer, store) if store else sparse_writer
-    started = time.time()
-    progress = progress_bar(check.count, args.quiet, "doc")
-    encode_shards = parallel_encoding(args, recipe, progress, check.count)
-    if encode_shards is not None:
-        recipe.encoder = encoder = None  # free this process's model: the workers have theirs
-
-    def to_records(shard):
-        return recipe.records(shard, recipe.encode([d.text for d in shard], progress))
-
-    encoded_now = write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress,
-                                      check.count, args.output, encode_shards)
-    progress.close()
+    del encoder  # the recipe keeps the model while this process encodes (encode_all)
+    encoded_now, elapsed = encode_all(args, recipe, writer, check.count)
     documents, nonzeros = sparse_writer.totals()
-    elapsed = time.time() - started
     sparse_writer.finish({
         "toolkit_version": __version__,
         "compute": current().describe(),  # informational: the dtype is in the settings when not float32
@@ -283,19 +292,8 @@ def encode_dense(args) -> None:
                                             "documents": check.count, **input_identity(args.input)},
                               overwrite=args.overwrite)
     pooling, normalize = encoder.pooling, encoder.normalize
-    started = time.time()
-    progress = progress_bar(check.count, args.quiet, "doc")
-    encode_shards = parallel_encoding(args, recipe, progress, check.count)
-    if encode_shards is not None:
-        recipe.encoder = encoder = None  # free this process's model: the workers have theirs
-
-    def to_records(shard):
-        return recipe.records(shard, recipe.encode([d.text for d in shard], progress))
-
-    encoded_now = write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress,
-                                      check.count, args.output, encode_shards)
-    progress.close()
-    elapsed = time.time() - started
+    del encoder  # the recipe keeps the model while this process encodes (encode_all)
+    encoded_now, elapsed = encode_all(args, recipe, writer, check.count)
     manifest = writer.finish(check.count, {
         "toolkit_version": __version__, "seconds_this_run": round(elapsed, 2),
         "documents_per_second_this_run": round(encoded_now / elapsed, 2) if elapsed > 0 else None})
