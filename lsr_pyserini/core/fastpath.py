@@ -7,12 +7,15 @@ Pyserini's searchers run them), used only where they give the same numbers:
   trace is recorded on the first query; the first `CHECKS` queries of other lengths are also run
   eagerly and compared bit for bit, and any difference (or a failed trace) turns the trace off for
   good, so the eager numbers are what it returns.
-* `BlasProjection`: `max over positions of positions @ W.T`, the vocabulary projection of a query,
-  through numpy's OpenBLAS on a row-major `W.T` on AMD CPUs, where it measured 1.7x faster than
-  torch's MKL sgemm for 20 positions x 128 -> 30,522 (docs/benchmarks.md, query encoding).
-  `LSR_PYSERINI_PROJECTION=torch|numpy|auto` overrides the choice. It also serves an int8
-  encoder's single queries on CPUs without int8 dot-product instructions (`int8_dot_products`),
-  where it measured faster than the int8 filter, whose exact rescoring gives these same impacts.
+* `PackedProjection`: `max over positions of positions @ W.T`, the vocabulary projection of a
+  query, through oneDNN with `W` reordered once into its blocked layout. torch's own product packs
+  the 15.6 MB of a 30,522 x 128 `W` again on every call; without that, a 23-position query's
+  projection took 5.3 ms instead of 8.0 on a Zen 1 EPYC (numpy's OpenBLAS, the fast path before
+  it: 7.3; docs/benchmarks.md, query encoding). Its maxima are compared with the eager ones on
+  the first query of each length, which it then serves only if they were equal bit for bit. It
+  also serves an int8 encoder's single queries on CPUs without int8 dot-product instructions
+  (`int8_dot_products`), where it is faster than the int8 filter, whose exact rescoring gives
+  these same impacts. `LSR_PYSERINI_PROJECTION=torch` turns it off.
 
 Both run on the CPU in float32 only; the callers fall back to their eager code elsewhere.
 """
@@ -20,15 +23,13 @@ from __future__ import annotations
 
 import os
 import warnings
-from functools import lru_cache
 
-import numpy as np
 import torch
 
 from .environment import cpuinfo_field
 
 CHECKS = 4  # queries of new lengths compared with the eager forward before the trace is trusted
-PROJECTION_CHOICES = ("auto", "torch", "numpy")
+PROJECTION_CHOICES = ("auto", "torch")
 
 
 class TracedForward:
@@ -107,65 +108,56 @@ class _Module(torch.nn.Module):
         return self.forward_function(input_ids)
 
 
-class BlasProjection:
-    """max over rows of `positions @ weight.T` (positions x hidden -> |V|) with numpy's BLAS,
-    on as many BLAS threads as torch uses."""
+class PackedProjection:
+    """`eager(positions)`, the max over rows of `positions @ weight.T` (positions x hidden -> |V|),
+    computed by oneDNN on a copy of `weight` reordered once, on torch's threads.
 
-    def __init__(self, weight: torch.Tensor):
-        self.weight_t = np.ascontiguousarray(weight.detach().cpu().float().numpy().T)  # hidden x |V|
+    Whether the two give the same bits depends on the shape and the thread count (which kernel,
+    how the sums are split), not on the values: the first query of each (length, threads) runs
+    both, and that length runs the packed product from then on only if they were equal (measured
+    on a Zen 1 EPYC with hidden 128: never for 1-3 positions, nor for 5-7 and 9-11 with 2 threads;
+    with hidden 384, for no length). When the first `CHECKS` of them all differ, the packed copy is
+    dropped and every query runs eagerly."""
 
-    def max_logits(self, positions: torch.Tensor) -> torch.Tensor:
-        with _blas_threads(torch.get_num_threads()):
-            logits = positions.detach().cpu().float().numpy() @ self.weight_t
-        return torch.from_numpy(logits.max(axis=0))
+    def __init__(self, weight: torch.Tensor, eager):
+        self.eager = eager
+        self.weight = weight.detach().cpu().float().contiguous()
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, None)
+        self.verdicts: dict[tuple[int, int], bool] = {}  # (length, threads) -> same bits as eager
+
+    def logits(self, positions: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(positions.float().contiguous(), self.packed, None, "none", [], "")
+
+    def __call__(self, positions: torch.Tensor) -> torch.Tensor:
+        key = (int(positions.shape[0]), torch.get_num_threads())
+        verdict = self.verdicts.get(key)
+        if verdict:
+            return self.logits(positions).amax(0)
+        expected = self.eager(positions)
+        if verdict is None and self.packed is not None:
+            try:
+                self.verdicts[key] = torch.equal(self.logits(positions).amax(0), expected)
+            except Exception:  # a torch whose oneDNN operators differ: this length stays eager
+                self.verdicts[key] = False
+            if len(self.verdicts) == CHECKS and not any(self.verdicts.values()):
+                self.packed = self.weight = None  # never the same bits here: eager from now on
+        return expected
 
 
-def use_blas_projection() -> bool:
-    """Whether the query projection goes through numpy's OpenBLAS (see the module's description)."""
+def use_packed_projection() -> bool:
+    """Whether single queries project through `PackedProjection` (see the module's description)."""
     choice = os.environ.get("LSR_PYSERINI_PROJECTION", "auto")
     if choice not in PROJECTION_CHOICES:
         from .errors import InputError
 
         raise InputError(f"LSR_PYSERINI_PROJECTION={choice!r}: expected one of {', '.join(PROJECTION_CHOICES)}")
-    if choice != "auto":
-        return choice == "numpy" and _blas_controller() is not None
-    return cpuinfo_field("vendor_id") == "AuthenticAMD" and _blas_controller() is not None
+    return choice == "auto" and torch.backends.mkldnn.is_available()
 
 
 def int8_dot_products() -> bool:
     """Whether the CPU multiplies int8 in dot-product instructions (AVX-512 VNNI, AVX-VNNI, AMX).
-    Without them, a single query's int8 vocabulary filter was slower than the float32 OpenBLAS
-    projection on two AVX2 EPYCs (10.2 against 8.8 ms, 17.1 against 13.7); with them, faster on a
-    Xeon (3.5 against 4.7 ms; docs/benchmarks.md, query encoding)."""
+    Without them, a single query's int8 vocabulary filter was slower than the float32 fast
+    projection (then numpy's OpenBLAS) on two AVX2 EPYCs (10.2 against 8.8 ms, 17.1 against 13.7);
+    with them, faster than torch's float32 product on a Xeon (3.5 against 4.7 ms;
+    docs/benchmarks.md, query encoding)."""
     return bool(set(cpuinfo_field("flags").split()) & {"avx512_vnni", "avx_vnni", "amx_int8"})
-
-
-@lru_cache(maxsize=1)
-def _blas_controller():
-    """threadpoolctl's controller of numpy's OpenBLAS, or None (no threadpoolctl, another BLAS)."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:
-        return None
-    for library in ThreadpoolController().select(user_api="blas").lib_controllers:
-        if library.internal_api == "openblas" and "numpy" in library.filepath:
-            return library
-    return None
-
-
-class _blas_threads:
-    """Set numpy's OpenBLAS to `threads` threads for a block, then back (a few ctypes calls)."""
-
-    def __init__(self, threads: int):
-        self.threads = max(int(threads), 1)
-
-    def __enter__(self):
-        self.library = _blas_controller()
-        if self.library is not None:
-            self.before = self.library.get_num_threads()
-            if self.before != self.threads:
-                self.library.set_num_threads(self.threads)
-
-    def __exit__(self, *_):
-        if self.library is not None and self.before != self.threads:
-            self.library.set_num_threads(self.before)

@@ -19,7 +19,7 @@ import torch
 
 from ..core.devices import current
 from ..core.errors import InputError
-from ..core.fastpath import BlasProjection, TracedForward, int8_dot_products, use_blas_projection
+from ..core.fastpath import PackedProjection, TracedForward, int8_dot_products, use_packed_projection
 from ..core.hf import load_masked_lm, load_tokenizer, model_error
 from ..core.presets import resolve_model
 from ..core.quantize import Int8Projection, checked_quantize, projection_engine
@@ -96,17 +96,17 @@ class SpladeEncoder(SparseEncoder):
         self._int8 = Int8Projection(self._head_weight, self._head_bias) if self.quantize == "int8" else None
         self.query_weights_source = query_weights
         self.query_weight_table = self._load_query_weights(query_weights) if query_mode == "tokenizer" else None
-        # one query per forward pass on the CPU in float32: a checked trace of the transformer and,
-        # on AMD CPUs, the projection through OpenBLAS (core/fastpath.py; the same impacts), for an
+        # one query per forward pass on the CPU in float32: a checked trace of the transformer and a
+        # checked projection on a once-reordered weight (core/fastpath.py; the same numbers), for an
         # int8 encoder too where the CPU has no int8 dot products (there it beats the int8 filter)
         single = self.placement.on_cpu and not self.placement.half
         self._traced = TracedForward(lambda ids: self.head_inputs({"input_ids": ids}), self.head_inputs,
                                      self.model) if single else None
         # chosen here, as the trace is (the environment switches apply to encoders built after them);
-        # the OpenBLAS projection itself is built by the first single query that uses it
-        self._use_blas = single and self.pooling == "max" and use_blas_projection() and (
+        # the packed projection itself is built by the first single query that uses it
+        self._use_packed = single and self.pooling == "max" and use_packed_projection() and (
             self._int8 is None or not int8_dot_products())
-        self._blas = None
+        self._packed = None
 
     # -- model side -------------------------------------------------------------------------
     @staticmethod
@@ -132,31 +132,37 @@ class SpladeEncoder(SparseEncoder):
             hidden = self._traced(encoded) if single else self.head_inputs(encoded)
         mask = encoded["attention_mask"].bool()
         weight, bias = self._head_weight, self._head_bias
-        if single and self._use_blas:
-            return torch.log1p(torch.relu(self._query_projection().max_logits(hidden[0][mask[0]]) + bias))[None]
+        if single and self._use_packed:
+            return torch.log1p(torch.relu(self._query_projection()(hidden[0][mask[0]].float()) + bias))[None]
         if self._int8 is not None:
             return self._int8_weights(hidden, mask)
         out = torch.empty(len(texts), weight.shape[0], dtype=torch.float32, device=weight.device)
         for row in range(len(texts)):
             positions = hidden[row][mask[row]].float()
+            if self.pooling == "max":
+                out[row] = self._max_logits(positions)
+                continue
             for start in range(0, weight.shape[0], VOCAB_SLICE):
                 logits = positions @ weight[start:start + VOCAB_SLICE].T
-                if self.pooling == "max":
-                    out[row, start:start + VOCAB_SLICE] = logits.amax(0)
-                else:
-                    logits += bias[start:start + VOCAB_SLICE]
-                    out[row, start:start + VOCAB_SLICE] = torch.log1p(torch.relu(logits)).sum(0)
+                logits += bias[start:start + VOCAB_SLICE]
+                out[row, start:start + VOCAB_SLICE] = torch.log1p(torch.relu(logits)).sum(0)
         if self.pooling == "max":
             out = torch.log1p(torch.relu(out + bias))
         return out.cpu()
 
-    def _query_projection(self) -> BlasProjection:
-        """The OpenBLAS projection (core/fastpath.py), built on first use: a corpus encoder never
-        pays for its transposed copy of the output embedding. An int8 encoder takes it only on a CPU
+    def _max_logits(self, positions: torch.Tensor) -> torch.Tensor:
+        """max over `positions` (length x hidden) of their vocabulary logits, bias not added."""
+        weight = self._head_weight
+        return torch.cat([(positions @ weight[start:start + VOCAB_SLICE].T).amax(0)
+                          for start in range(0, weight.shape[0], VOCAB_SLICE)])
+
+    def _query_projection(self) -> PackedProjection:
+        """The packed projection (core/fastpath.py), built on first use: a corpus encoder never pays
+        for its reordered copy of the output embedding. An int8 encoder takes it only on a CPU
         without int8 dot products, where it is the faster way to the same impacts."""
-        if self._blas is None:
-            self._blas = BlasProjection(self._head_weight)
-        return self._blas
+        if self._packed is None:
+            self._packed = PackedProjection(self._head_weight, self._max_logits)
+        return self._packed
 
     def _int8_weights(self, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """As the float32 path: a term is non-zero iff some position's logit + bias > 0, which the
