@@ -114,6 +114,19 @@ def test_a_packed_projection_that_always_differs_is_dropped_after_the_checks():
     assert projection.packed is None
 
 
+def test_a_torch_without_the_onednn_operators_keeps_the_eager_projection(monkeypatch):
+    def missing(*_):
+        raise RuntimeError("no such operator")
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", missing)
+    weight = torch.randn(100, 8)
+    eager = lambda positions: (positions @ weight.T).amax(0)  # noqa: E731
+    projection = fastpath.PackedProjection(weight, eager)
+    positions = torch.randn(6, 8)
+    assert projection.packed is None and torch.equal(projection(positions), eager(positions))
+    assert projection.verdicts == {}
+
+
 def test_a_bad_projection_choice_is_one_line(monkeypatch):
     monkeypatch.setenv("LSR_PYSERINI_PROJECTION", "gpu")
     with pytest.raises(InputError, match="LSR_PYSERINI_PROJECTION='gpu': expected one of auto, torch"):

@@ -122,7 +122,10 @@ class PackedProjection:
     def __init__(self, weight: torch.Tensor, eager):
         self.eager = eager
         self.weight = weight.detach().cpu().float().contiguous()
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, None)
+        try:
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, None)
+        except Exception:  # a torch without these oneDNN operators: every query runs eagerly
+            self.packed = None
         self.verdicts: dict[tuple[int, int], bool] = {}  # (length, threads) -> same bits as eager
 
     def logits(self, positions: torch.Tensor) -> torch.Tensor:
