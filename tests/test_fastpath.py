@@ -99,6 +99,10 @@ def test_the_packed_projection_gives_the_eager_maxima_bit_for_bit():
     positions = torch.randn(5, 16)
     projection.verdicts[(5, torch.get_num_threads())] = False
     assert torch.equal(projection(positions), eager(positions))
+    # where it gave the same bits, the packed product answers from then on
+    projection.verdicts[(5, torch.get_num_threads())] = True
+    projection.logits = lambda positions: torch.zeros(len(positions), 1000)
+    assert torch.equal(projection(positions), torch.zeros(1000))
 
 
 def test_a_packed_projection_that_always_differs_is_dropped_after_the_checks():
