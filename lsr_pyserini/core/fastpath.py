@@ -121,9 +121,8 @@ class PackedProjection:
 
     def __init__(self, weight: torch.Tensor, eager):
         self.eager = eager
-        self.weight = weight.detach().cpu().float().contiguous()
         try:
-            self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight, None)
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().cpu().float().contiguous(), None)
         except Exception:  # a torch without these oneDNN operators: every query runs eagerly
             self.packed = None
         self.verdicts: dict[tuple[int, int], bool] = {}  # (length, threads) -> same bits as eager
@@ -143,7 +142,7 @@ class PackedProjection:
             except Exception:  # a torch whose oneDNN operators differ: this length stays eager
                 self.verdicts[key] = False
             if len(self.verdicts) == CHECKS and not any(self.verdicts.values()):
-                self.packed = self.weight = None  # never the same bits here: eager from now on
+                self.packed = None  # never the same bits here: eager from now on
         return expected
 
 
