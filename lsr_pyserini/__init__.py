@@ -13,7 +13,8 @@ Names are imported on first use, so `import lsr_pyserini` stays light.
 __version__ = "0.2.0"
 
 _EXPORTS = {
-    "load_encoder": "api", "encoder_settings": "api", "QueryEncoder": "api", "Searcher": "api", "Hit": "api",
+    "load_encoder": "api", "encoder_settings": "encoders.query", "QueryEncoder": "encoders.query", "Searcher": "api",
+    "Hit": "core.hits", "TermMatch": "core.hits",
     "start_jvm": "core.java", "InputError": "core.errors",
 }
 __all__ = sorted(_EXPORTS)

@@ -4,53 +4,37 @@
     encoder = lsr_pyserini.load_encoder("splade-tiny")              # encode_documents / encode_queries
     query_encoder = lsr_pyserini.QueryEncoder("splade-tiny")        # .encode(text) -> {term: int}
     searcher = lsr_pyserini.Searcher("indexes/scifact-splade-tiny", encoder="splade-tiny")
-    hits = searcher.search("what causes cancer?", k=10)             # [Hit(docid, score, first_stage_score)]
+    hits = searcher.search("what causes cancer?", k=10)             # [Hit(docid, score, ...)]
+    hits = searcher.search("what causes cancer?", k=10, explain=True)  # hit.terms: why each matched
+    text = searcher.doc(hits[0].docid)
 
 `QueryEncoder` gives exactly the integer impacts `encode queries` writes, and has the `encode`
-method Pyserini's `LuceneImpactSearcher(index, query_encoder=...)` calls. `Searcher` covers BM25
-indexes (no encoder), impact indexes (any sparse preset or checkpoint), augmented BM25 queries
-(a `train bm25aug` checkpoint on a WordPiece BM25 index) and any registered re-ranker on top,
-through the same scoring code as the `rerank` command.
+method Pyserini's `LuceneImpactSearcher(index, query_encoder=...)` calls. `Searcher` puts a query
+side (encoders/query.py), an engine (engines/) and optionally a re-ranker (rerankers/) together:
+BM25 indexes (no encoder), impact indexes (any sparse preset or checkpoint), augmented BM25
+queries (a `train bm25aug` checkpoint on a WordPiece BM25 index), several shard indexes, Seismic
+and dense stores, each with any registered re-ranker on top, through the same scoring code as the
+`rerank` command. One `Searcher` may be used from any number of threads (docs/api.md).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
 from pathlib import Path
 
-from .core.batching import encode_in_length_order
 from .core.devices import placed
-from .core.errors import InputError
-from .core.hf import read_family
-from .core.options import checked, positive_float, positive_int, probability
-from .core.presets import checked_preset, load_preset
-from .core.wordpiece_bm25 import bm25_check
-from .core.writer import quantize
+from .core.errors import InputError, NotFound
+from .core.hits import Hit, Run
+from .core.indexes import BM25, IMPACT, lucene_index_kind
+from .core.options import checked, positive_int, probability
 from .encoders import build_encoder
-from .encoders.base import SparseEncoder, SparseVector
+from .encoders.base import SparseEncoder
+from .encoders.query import (DEFAULT_ENCODER, NUMERIC_SETTINGS, AugmentedBm25Queries, DenseQueries, QueryEncoder,
+                             TextQueries, encoder_settings, is_bm25aug)
+from .engines import ENGINE_NAMES, build_engine, check_engine
 
-DEFAULT_ENCODER = "splade-tiny"
-# the numeric settings and their types: the same as the `encode` flags that set them
-NUMERIC_SETTINGS = {"batch_size": positive_int, "doc_max_length": positive_int, "query_max_length": positive_int,
-                    "doc_top_k": positive_int, "query_top_k": positive_int, "impact_scale": positive_float,
-                    "query_impact_scale": positive_float}
-
-
-def encoder_settings(name_or_path: str = DEFAULT_ENCODER, **overrides) -> dict:
-    """A preset's settings (a preset name, a preset .yaml, or a checkpoint folder trained here)
-    with `overrides` applied where not None, checked, and with the writer's defaults."""
-    folder = Path(name_or_path)
-    if folder.is_dir():
-        family = read_family(folder).get("family", "splade")
-        settings = {"family": family, "model": str(folder), "name": folder.name}
-    else:
-        settings = checked_preset(load_preset(name_or_path), model_overridden=overrides.get("model") is not None)
-    settings.update({k: v for k, v in overrides.items() if v is not None})
-    for key, kind in NUMERIC_SETTINGS.items():
-        if settings.get(key) is not None:
-            settings[key] = checked(key, settings[key], kind)
-    settings.setdefault("impact_scale", 100)
-    settings.setdefault("batch_size", 32)
-    return settings
+__all__ = ["load_encoder", "encoder_settings", "QueryEncoder", "Searcher", "Hit", "DEFAULT_ENCODER",
+           "NUMERIC_SETTINGS", "choose_engine"]
+IMPACT_ENGINES = ("lucene", "sharded", "seismic")
 
 
 def load_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = None, dtype: str | None = None,
@@ -63,138 +47,215 @@ def load_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = None,
         return build_encoder(encoder_settings(name_or_path, **settings))
 
 
-class QueryEncoder:
-    """Texts to the integer query impacts `encode queries` writes: `encode(text) -> {term: int}`.
-
-    Usable as Pyserini's query encoder: `LuceneImpactSearcher(index, query_encoder=QueryEncoder(...))`.
-    """
-
-    def __init__(self, name_or_path: str = DEFAULT_ENCODER, device: str | None = None, dtype: str | None = None,
-                 **settings):
-        with placed(device, dtype):  # as load_encoder's
-            self._build(encoder_settings(name_or_path, **settings))
-
-    @classmethod
-    def from_settings(cls, settings: dict) -> "QueryEncoder":
-        """A query encoder for settings already resolved by `encoder_settings`."""
-        query_encoder = cls.__new__(cls)
-        query_encoder._build(settings)
-        return query_encoder
-
-    def _build(self, settings: dict) -> None:
-        self.settings = settings
-        self.encoder = build_encoder(settings)
-        self.impact_scale = self.settings.get("query_impact_scale") or self.settings["impact_scale"]
-        self.batch_size = int(self.settings["batch_size"])
-
-    def encode_floats(self, texts: list[str], progress=None) -> list[SparseVector]:
-        """Float query weights in the input order, one query per forward pass: a padded batch runs the
-        transformer on other shapes, whose float kernels may move a weight across a rounding boundary
-        (seen on an AVX2 CPU: one term of one SciFact query, 24 alone, 23 in a batch). Alone, a query's
-        impacts are the same in `encode queries`, in `Searcher` and inside Pyserini's searchers, which
-        encode one query per call."""
-        return encode_in_length_order(self.encoder.encode_queries, texts, 1, progress)
-
-    def impacts(self, vector: SparseVector) -> dict[str, int]:
-        return quantize(vector, self.impact_scale)
-
-    def batch_encode(self, texts: list[str], progress=None) -> list[dict[str, int]]:
-        return [self.impacts(vector) for vector in self.encode_floats(texts, progress)]
-
-    def encode(self, text: str, **_pyserini_kwargs) -> dict[str, int]:
-        """One query's integer impacts (Pyserini's QueryEncoder interface)."""
-        return self.batch_encode([text])[0]
+def _shard_list(index) -> list[str] | None:
+    """The shard indexes of `index` when it names several (a list, or `A,B,C` that is no path)."""
+    if isinstance(index, (list, tuple)):
+        return [str(path) for path in index]
+    if "," in str(index) and not Path(index).exists():
+        return [part for part in str(index).split(",") if part]
+    return None
 
 
-@dataclass(frozen=True)
-class Hit:
-    docid: str
-    score: float
-    first_stage_score: float | None = None  # set when a re-ranker produced `score`
+def _is_dense_store(folder: Path) -> bool:
+    from .stores.dense import MANIFEST_FILE, STORE_FORMAT
+
+    try:
+        return json.loads((folder / MANIFEST_FILE).read_text()).get("format") == STORE_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def choose_engine(index, encoder_family: str | None) -> str:
+    """The engine for `index` (checked before any model is loaded): `sharded` for several indexes,
+    `seismic` for a Seismic index, `dense` for a dense store, else `lucene` for an impact index and
+    `bm25` for a BM25 one (a Lucene index of unknown kind: `lucene` with a sparse encoder)."""
+    if _shard_list(index) is not None:
+        return "sharded"
+    folder = Path(index)
+    if not folder.exists():
+        raise InputError(f"{index}: no such index folder")
+    from .stores.seismic import MANIFEST as SEISMIC_MANIFEST
+
+    if (folder / SEISMIC_MANIFEST).is_file():
+        return "seismic"
+    if _is_dense_store(folder):
+        return "dense"
+    try:
+        kind = lucene_index_kind(folder)
+    except InputError:
+        raise InputError(f"{index}: not an index (no Lucene segments_N file, no {SEISMIC_MANIFEST}, no dense-store "
+                         f"manifest)") from None
+    if kind == IMPACT:
+        return "lucene"
+    if kind == BM25 or encoder_family is None or encoder_family == "bm25aug":
+        return "bm25"
+    return "lucene"
+
+
+def _check_pairing(index, engine: str, settings: dict | None, encoder: str | None) -> None:
+    """One line for an encoder that does not fit the engine or the index (nothing loaded yet)."""
+    family = None if settings is None else settings.get("family")
+    if engine in IMPACT_ENGINES:
+        if settings is None:
+            what = "an impact index" if engine == "lucene" else f"searched by engine {engine!r}"
+            raise InputError(f"{index} is {what}: give the encoder of its documents' impacts (encoder=..., e.g. "
+                             f"{DEFAULT_ENCODER!r})")
+        if family == "bm25aug":
+            raise InputError(f"encoder {encoder!r} is a bm25aug model: it searches a WordPiece BM25 index "
+                             f"(engine 'bm25'), not engine {engine!r}")
+        if engine == "lucene" and lucene_index_kind(index) == BM25:
+            raise InputError(f"{index} is a BM25 index: search it without an encoder (encoder {encoder!r} gives "
+                             f"impacts, which BM25 term frequencies do not match)")
+    elif engine == "bm25":
+        if settings is not None and family != "bm25aug":
+            kind = lucene_index_kind(index)
+            what = "an impact index (give engine='lucene')" if kind == IMPACT else "a BM25 index"
+            raise InputError(f"encoder {encoder!r} makes impact queries, but {index} is searched with BM25: "
+                             f"{what} takes no encoder, or a bm25aug checkpoint")
+    elif engine == "dense" and settings is not None:
+        raise InputError(f"engine 'dense' encodes queries as its store's manifest says: give no encoder "
+                         f"(encoder_options may set model, batch_size)")
 
 
 class Searcher:
-    """Search a Lucene index, optionally re-ranking its candidates.
+    """Search an index with encoded queries, optionally re-ranking its candidates.
 
-    - `encoder=None`: BM25 on a plain index (`bm25=(k1, b)`, default Pyserini's 0.9, 0.4).
-    - `encoder=` a sparse preset or checkpoint: impact search with on-the-fly query encoding.
-    - `encoder=` a `train bm25aug` checkpoint: augmented BM25 queries on its WordPiece index.
-    - `engine="seismic"` (the `[seismic]` extra): impact search in a Seismic index of the same shards
-      (`python -m lsr_pyserini.seismic index`), exact by default; `engine_options` may set
-      `query_cut` and `heap_factor` (docs/seismic.md).
+    - `engine=None` chooses from the index (`choose_engine`): `lucene` (impact index, encoder
+      required), `bm25` (BM25 index; no encoder, or a `train bm25aug` checkpoint), `sharded`
+      (`index` a list of impact indexes, or `"A,B,C"`), `seismic` (a `seismic index` folder; the
+      `[seismic]` extra), `dense` (a dense store; no encoder). Or name one of them.
+    - `encoder=` a sparse preset or checkpoint: impact queries encoded on the fly; `encoder_options`
+      override its settings (or, for bm25aug, `AugmentedQueries`' options; for dense, `model`,
+      `batch_size`, `chat_template`).
+    - `engine_options`: the engine's own options (lucene, sharded: `min_idf`; bm25: `k1`, `b`,
+      `pretokenized`; seismic: `query_cut`, `heap_factor`); `bm25=(k1, b)` is short for BM25's.
     - `reranker=` a registered re-ranker name with its `store`: the first stage's top `candidates`
-      re-scored, fused with the first stage when `interpolate` is a weight in [0, 1].
+      re-scored, fused with the first stage when `interpolate` is a weight in [0, 1] (`fusion`
+      minmax, zscore or rrf).
+    - `device`, `dtype`: where the query encoder and the re-ranker's model run (as load_encoder's).
     """
 
-    def __init__(self, index: str, encoder: str | None = None, reranker: str | None = None,
+    def __init__(self, index, encoder: str | None = None, reranker: str | None = None,
                  store: str | None = None, interpolate: float | None = None, fusion: str = "minmax",
                  candidates: int = 1000, reranker_options: dict | None = None,
                  bm25: tuple[float, float] | None = None, encoder_options: dict | None = None,
-                 engine: str = "lucene", engine_options: dict | None = None,
+                 engine: str | None = None, engine_options: dict | None = None,
                  device: str | None = None, dtype: str | None = None):
-        """`device` and `dtype` place the query encoder and the re-ranker's model (as load_encoder's)."""
         with placed(device, dtype) as placement:
             self.placement = placement
             self._open(index, encoder, reranker, store, interpolate, fusion, candidates, reranker_options, bm25,
-                       encoder_options, engine, engine_options)
+                       dict(encoder_options or {}), engine, dict(engine_options or {}))
 
     def _open(self, index, encoder, reranker, store, interpolate, fusion, candidates, reranker_options, bm25,
               encoder_options, engine, engine_options):
-        from .first_stage import ENGINES, first_stage_searcher, seismic_first_stage
-
-        if not Path(index).is_dir():
-            raise InputError(f"{index}: no such index folder")
         if interpolate is not None:
             interpolate = checked("interpolate", interpolate, probability)
         candidates = checked("candidates", candidates, positive_int)
-        if bm25 is not None:
-            bm25_check(*bm25)
-        if engine not in ENGINES:
-            raise InputError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
-        if engine == "seismic":
-            self.first_stage = seismic_first_stage(index, encoder, bm25, encoder_options or {}, engine_options or {})
-        elif engine_options:
-            raise InputError(f"engine_options {sorted(engine_options)} apply to engine='seismic'")
-        else:
-            self.first_stage = first_stage_searcher(index, encoder, bm25, encoder_options or {})
-        self.reranker = None
-        if reranker is not None:
-            from .rerankers import build_reranker
-            from .rerankers import reranker_options as own_options
-
-            if store is None:
-                raise InputError(f"reranker {reranker!r} needs the store written at encoding time (store=...)")
-            options = dict(reranker_options or {})
-            own = own_options(reranker, options)
-            unknown = sorted(set(options) - set(own) - {"model", "batch_size"})
-            if unknown:
-                raise InputError(f"reranker {reranker!r} has no option {unknown[0]!r}")
-            if options.get("batch_size") is not None:
-                options["batch_size"] = checked("batch_size", options["batch_size"], positive_int)
-            self.reranker = build_reranker(reranker, store, {**options, **own})
+        if engine is not None and engine not in ENGINE_NAMES:
+            check_engine(engine, {})  # the one-line refusal naming the engines
+        shards = _shard_list(index)
+        for path in shards or [index]:
+            if not Path(path).exists():
+                raise InputError(f"{path}: no such index folder")
+        settings = None
+        if encoder is not None:  # resolved once: the family chooses the engine and the query side
+            settings = encoder_settings(encoder, **encoder_options)
+        name = engine or choose_engine(index, settings and settings.get("family"))
+        if name == "bm25":
+            if bm25 is not None:
+                engine_options = {"k1": bm25[0], "b": bm25[1], **engine_options}
+            if is_bm25aug(settings):
+                engine_options.setdefault("pretokenized", True)
+        elif bm25 is not None:
+            raise InputError(f"bm25=(k1, b) applies to BM25 indexes, not to engine {name!r}")
+        check_engine(name, engine_options)
+        _check_pairing(shards or index, name, settings, encoder)
+        self.query_side = self._query_side(name, index, settings, encoder_options, engine_options)
+        if name == "bm25" and is_bm25aug(settings):
+            engine_options.setdefault("k1", self.query_side.bm25[0])
+            engine_options.setdefault("b", self.query_side.bm25[1])
+        self.engine = build_engine(name, shards or index, engine_options)
+        self.index = ",".join(shards) if shards else str(index)
+        self.reranker = self._reranker(reranker, store, reranker_options)
         self.store, self.interpolate, self.fusion, self.candidates = store, interpolate, fusion, candidates
 
-    def search(self, text: str, k: int = 10) -> list[Hit]:
-        return self.batch_search([text], ["q"], k=k)["q"]
+    @staticmethod
+    def _query_side(engine, index, settings, encoder_options, engine_options):
+        if engine == "dense":
+            return DenseQueries(index, **encoder_options)
+        if settings is None:
+            return TextQueries()
+        if is_bm25aug(settings):
+            return AugmentedBm25Queries(settings, index, {k: v for k, v in encoder_options.items() if k != "model"})
+        return QueryEncoder.from_settings(settings)
 
-    def batch_search(self, texts: list[str], qids: list[str], k: int = 10, threads: int = 1) -> dict[str, list[Hit]]:
-        """{qid: hits} for each query; with a re-ranker, the top k of its re-scored candidates."""
+    @staticmethod
+    def _reranker(reranker, store, reranker_options):
+        if reranker is None:
+            return None
+        from .rerankers import build_reranker
+        from .rerankers import reranker_options as own_options
+
+        if store is None:
+            raise InputError(f"reranker {reranker!r} needs the store written at encoding time (store=...)")
+        options = dict(reranker_options or {})
+        own = own_options(reranker, options)
+        unknown = sorted(set(options) - set(own) - {"model", "batch_size"})
+        if unknown:
+            raise InputError(f"reranker {reranker!r} has no option {unknown[0]!r}")
+        if options.get("batch_size") is not None:
+            options["batch_size"] = checked("batch_size", options["batch_size"], positive_int)
+        return build_reranker(reranker, store, {**options, **own})
+
+    def search(self, text: str, k: int = 10, explain: bool = False) -> list[Hit]:
+        return self.batch_search([text], ["q"], k=k, explain=explain)["q"]
+
+    def batch_search(self, texts: list[str], qids: list[str], k: int = 10, threads: int = 1,
+                     explain: bool = False) -> dict[str, list[Hit]]:
+        """{qid: hits} for each query; with a re-ranker, the top k of its re-scored candidates. With
+        `explain`, each hit's `terms` are the terms that matched in the first stage."""
         with placed(self.placement):  # models a re-ranker loads on first use go there too
-            return self._batch_search(texts, qids, k, threads)
+            return self._batch_search(texts, qids, k, threads, explain)
 
-    def _batch_search(self, texts: list[str], qids: list[str], k: int, threads: int) -> dict[str, list[Hit]]:
+    def _batch_search(self, texts, qids, k, threads, explain) -> dict[str, list[Hit]]:
         if len(texts) != len(qids):
             raise InputError(f"{len(texts)} query texts for {len(qids)} query ids")
+        if len(set(qids)) < len(qids):
+            raise InputError("query ids repeat: give each query its own id")
         k, threads = checked("k", k, positive_int), checked("threads", threads, positive_int)
         depth = max(k, self.candidates) if self.reranker else k
-        run = self.first_stage.search(texts, qids, depth, threads)
-        if self.reranker is None:
-            return {qid: [Hit(docid, score) for docid, score in ranking] for qid, ranking in run.items()}
+        queries = self.query_side.queries(qids, texts)
+        run = self.engine.search(qids, queries, depth, threads)
+        first_scores = None
+        if self.reranker is not None:
+            run, first_scores = self._rerank(run, qids, texts, depth)
+        top = {qid: run.get(qid, [])[:k] for qid in qids}
+        terms = {}
+        if explain:
+            for qid, query in zip(qids, queries):
+                terms[qid] = self.engine.explain(query, [docid for docid, _ in top[qid]])
+        stage = "first_stage" if self.reranker is not None else "score"
+        return {qid: [Hit(docid, score, first_scores[qid][docid] if first_scores else None,
+                          terms[qid][docid] if explain else None, stage if explain else None)
+                      for docid, score in top[qid]]
+                for qid in qids}
+
+    def _rerank(self, run: Run, qids, texts, depth) -> tuple[Run, dict]:
         from .rerankers import candidates_of, check_candidates, rerank
 
         first_stage = candidates_of(run, depth)
         check_candidates(self.reranker, first_stage, depth, "first-stage run", self.store)
         reranked = rerank(self.reranker, first_stage, dict(zip(qids, texts)), self.interpolate, self.fusion)
-        first_scores = {qid: dict(ranking) for qid, ranking in first_stage.items()}
-        return {qid: [Hit(docid, score, first_scores[qid][docid]) for docid, score in ranking[:k]]
-                for qid, ranking in reranked.items()}
+        return reranked, {qid: dict(ranking) for qid, ranking in first_stage.items()}
+
+    def doc(self, docid: str) -> str:
+        """The document's text, from the index's stored documents or the `encode corpus` shards it was
+        built from (InputError naming what is missing where neither holds it; NotFound for an id
+        the collection does not hold)."""
+        text = self.engine.doc(str(docid))
+        if text is None:
+            raise NotFound(f"{docid!r}: no such document in {self.index}")
+        return text
+
+    def close(self) -> None:
+        self.engine.close()

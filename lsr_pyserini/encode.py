@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .api import QueryEncoder, encoder_settings
+from .encoders.query import QueryEncoder, encoder_settings
 from .core.cli import progress_bar, quiet_libraries, run_main, set_threads, warn
 from .core.devices import activate, add_device_args, current
 from .core.errors import InputError

@@ -17,9 +17,11 @@ wrapper's own flag `--overwrite` (taken out of ARGS), and anything else at that 
 An index built from `encode corpus` shards gets INDEX.lsr.json beside it, naming the shards'
 manifest and their quantisation (`"quantize": "int8"` or `"none"`, docs/quantization.md).
 
-Sharded impact indexes (docs/scaling.md): `search --index A,B,C --impact ...` searches each shard
-index for the top --hits and merges them into exactly the run one index over all the documents
-writes (same docids, scores, ranks and tie order); `merge-runs --runs R1,R2,... --output R --hits K`
+Sharded impact indexes (docs/scaling.md): `search --index A,B,C --impact --topics ENCODED.tsv ...`
+goes through the sharded engine (engines/sharded.py), not Pyserini's command: each shard index is
+searched for the top --hits and merged into exactly the run one index over all the documents
+writes (same docids, scores, ranks, tie order and query order); of Pyserini's flags it takes
+--hits, --threads, --batch-size, --min-idf and --output-format trec, and refuses others; `merge-runs --runs R1,R2,... --output R --hits K`
 merges per-shard impact runs made elsewhere. BM25 is refused there: its statistics differ per shard.
 """
 from __future__ import annotations
@@ -29,11 +31,11 @@ import os
 import runpy
 import sys
 import tempfile
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from .core.cli import fail, run_main, warn
 from .core.errors import InputError
+from .core.indexes import BM25, IMPACT, encoding_record_path
 from .core.java import JavaNotFound, start_jvm
 from .core.options import positive_int
 from .core.outputs import JSON_LINES, LUCENE_INDEX, TREC_RUN, Claim, atomic_write, claim_output
@@ -103,27 +105,30 @@ def claim_tool_output(tool: str, args: list[str], overwrite: bool) -> tuple[list
     return args[:position] + [str(temporary)] + args[position + 1:], claim, temporary
 
 
-ENCODING_RECORD = ".lsr.json"  # INDEX.lsr.json, beside the index: Lucene's folder holds Lucene's files only
-
-
 def record_encoding(args: list[str], index: Path) -> None:
-    """Beside an index built from `encode corpus` shards, INDEX.lsr.json: the shards' manifest and its
-    quantisation (`"quantize": "int8"` for int8 encodings; absent for float32), so an index says how
-    its impacts were computed. A stale record of an earlier index at that path is removed."""
+    """Beside every index it builds, INDEX.lsr.json (core/indexes.py): its kind (`impact` when built
+    with --impact, else `bm25`), so that searchers can refuse a query of the wrong kind; for an
+    index of `encode corpus` shards also the shards' manifest and their quantisation
+    (`"quantize": "int8"` for int8 encodings, `"none"` for float32). A stale record of an earlier
+    index at that path is removed first."""
     import json
 
-    record = index.with_name(index.name + ENCODING_RECORD)
+    record = encoding_record_path(index)
     record.unlink(missing_ok=True)
+    fields = {"kind": IMPACT if "--impact" in args or "-impact" in args else BM25}
     position = option_position(args, ("--input", "-input"))
     manifest = Path(args[position]).resolve() if position is not None else None
     manifest = manifest.with_name(manifest.name + ".manifest.json") if manifest else None
     try:
         encoder = json.loads(manifest.read_text())["settings"]["encoder"]
     except (AttributeError, OSError, ValueError, KeyError, TypeError):
-        return  # not shards of ours (e.g. `prepare corpus` documents): nothing to record
-    atomic_write(record, [json.dumps({"shards_manifest": str(manifest), "quantize": encoder.get("quantize", "none"),
-                                      **{k: v for k, v in encoder.items() if k.startswith("quantize_")}},
-                                     indent=2) + "\n"])
+        encoder = None  # not shards of ours (e.g. `prepare corpus` documents)
+    if encoder is not None:
+        fields.update({"shards_manifest": str(manifest), "quantize": encoder.get("quantize", "none"),
+                       **{k: v for k, v in encoder.items() if k.startswith("quantize_")}})
+    atomic_write(record, [json.dumps(fields, indent=2) + "\n"])
+
+
 def sharded_index(args: list[str]) -> str | None:
     """The `--index` value of a search over several shard indexes (`A,B,C`), else None; refuses
     what does not merge exactly (BM25, SLIM's encoded corpus) with one line."""
@@ -140,35 +145,75 @@ def sharded_index(args: list[str]) -> str | None:
     return args[position]
 
 
-@contextmanager
-def shard_searcher_installed():
-    """Make `pyserini.search.lucene`'s command line build a ShardedImpactSearcher for `--index A,B,C`
-    (it builds `LuceneImpactSearcher.from_prebuilt_index(A,B,C, ...)` for an index it cannot find)."""
-    from pyserini.search.lucene import _impact_searcher
+SHARDED_FLAGS = {"--index": True, "--topics": True, "--output": True, "--hits": True, "--threads": True,
+                 "--batch-size": True, "--min-idf": True, "--output-format": True, "--impact": False}
 
-    from .core.shards import ShardedImpactSearcher
 
-    original = _impact_searcher.LuceneImpactSearcher
+def sharded_search_args(args: list[str]) -> dict[str, str]:
+    """Pyserini's flags that a search over several shard indexes takes ({flag: value}); any other
+    flag refused in one line (only plain impact search of pre-encoded queries merges exactly)."""
+    given, i = {}, 0
+    while i < len(args):
+        flag, value = args[i], None
+        if flag.startswith("--") and "=" in flag:
+            flag, value = flag.split("=", 1)
+        if flag not in SHARDED_FLAGS:
+            if flag == "--encoder":
+                raise InputError("--encoder is not available with several shard indexes: encode the queries with "
+                                 "`encode queries`, or search with `python -m lsr_pyserini.search --engine sharded "
+                                 "--encoder NAME`")
+            raise InputError(f"{flag} is not available when searching several shard indexes together "
+                             f"(only plain impact search merges exactly)")
+        if SHARDED_FLAGS[flag] and value is None:
+            if i + 1 >= len(args):
+                raise InputError(f"{flag}: expected a value")
+            value, i = args[i + 1], i + 1
+        given[flag] = value
+        i += 1
+    for required in ("--topics", "--output"):
+        if required not in given:
+            raise InputError(f"{required} is required")
+    if given.get("--output-format", "trec") != "trec":
+        raise InputError("--output-format: only trec is available with several shard indexes")
+    return given
 
-    class Sharded(ShardedImpactSearcher):
-        @classmethod
-        def from_prebuilt_index(cls, index, query_encoder=None, min_idf=0, encoder_type="pytorch", **_):
-            from .core.shards import split_indexes
 
-            return ShardedImpactSearcher(split_indexes(index), query_encoder, min_idf, encoder_type,
-                                         searcher_class=original)
-
-    _impact_searcher.LuceneImpactSearcher = Sharded
+def pyserini_topic_order(qids: list[str]) -> list[tuple[str, str]]:
+    """(qid, qid as Pyserini's command writes it) in the order it searches TSV topics: ids of digits
+    become integers (so `007` is written `7`), then sorted (by their text when ints and strings mix)."""
+    keys = {qid: int(qid) if qid.isdigit() else qid for qid in qids}
     try:
-        yield
-    finally:
-        _impact_searcher.LuceneImpactSearcher = original
+        order = sorted(keys, key=keys.__getitem__)
+    except TypeError:
+        order = sorted(keys, key=lambda qid: str(keys[qid]))
+    return [(qid, str(keys[qid])) for qid in order]
+
+
+def search_shards(args: list[str], overwrite: bool) -> int:
+    """`lucene search --index A,B,C --impact ...` through the sharded engine: the run one index over
+    all the shards' documents writes (same docids, scores, ranks, tie order and query order)."""
+    from .core.writer import run_lines
+    from .engines import build_engine
+    from .stores.seismic import read_impact_queries
+
+    given = sharded_search_args(args)
+    hits = positive_int(given.get("--hits", "1000"))
+    threads = positive_int(given.get("--threads", "1"))
+    min_idf = int(given.get("--min-idf", "0"))
+    claim = claim_output(given["--output"], TREC_RUN, overwrite)
+    queries = dict(read_impact_queries(given["--topics"]))
+    engine = build_engine("sharded", given["--index"], {"min_idf": min_idf})
+    order = pyserini_topic_order(list(queries))
+    run = engine.search([qid for qid, _ in order], [queries[qid] for qid, _ in order], hits, threads)
+    claim.write_lines(run_lines({written: run[qid] for qid, written in order}, "Anserini"))
+    return 0
 
 
 def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
     """Run one of Pyserini's Lucene command-line tools in this process; its exit status."""
     original = list(args)
-    shards = sharded_index(args) if tool == "search" else None
+    if tool == "search" and sharded_index(args):
+        return search_shards(args, overwrite)
     args, claim, temporary = claim_tool_output(tool, args, overwrite)
     try:
         start_jvm()
@@ -181,8 +226,7 @@ def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
             args = rewrite_topics(args, Path(scratch))
         sys.argv = [module] + args
         try:
-            with shard_searcher_installed() if shards else nullcontext():
-                runpy.run_module(module, run_name="__main__", alter_sys=True)
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         except BaseException:

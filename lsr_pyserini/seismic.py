@@ -91,24 +91,12 @@ def main(argv: list[str] | None = None) -> None:
     searcher = SeismicSearcher(args.index)
     queries = read_impact_queries(args.topics)
     started = time.perf_counter()
-    run = search_parallel(searcher, queries, args.hits, args.query_cut, args.heap_factor, args.threads)
+    run = searcher.search(queries, args.hits, args.query_cut, args.heap_factor, args.threads)
     elapsed = time.perf_counter() - started
     output.write_lines(run_lines(run, args.tag))
     print(f"searched {searcher.documents:,} documents for {len(queries)} queries in {elapsed:.2f}s "
           f"({1000 * elapsed / len(queries):.2f} ms/query, {args.threads} thread(s)) into {args.output}",
           file=sys.stderr)
-
-
-def search_parallel(searcher: SeismicSearcher, queries, k, query_cut, heap_factor, threads):
-    """The run in query order; queries spread over `threads` (Seismic releases the GIL)."""
-    if threads == 1:
-        return searcher.search(queries, k, query_cut, heap_factor)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(threads) as pool:
-        rankings = list(pool.map(lambda query: searcher.search_one(query[0], query[1], k, query_cut, heap_factor),
-                                 queries))
-    return {qid: ranking for (qid, _), ranking in zip(queries, rankings)}
 
 
 if __name__ == "__main__":

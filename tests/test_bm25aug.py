@@ -194,11 +194,11 @@ def test_bad_input_stops_with_one_line(tmp_path, capsys, tiny_body, wordpiece_in
     assert not output.exists()
 
 
-def test_query_lines_keep_the_largest_boosts_and_refuse_overflow():
-    from lsr_pyserini.encoders.bm25aug import query_lines
+def test_query_boosts_keep_the_largest_and_refuse_overflow():
+    from lsr_pyserini.encoders.bm25aug import query_boosts
     from lsr_pyserini.core.readers import InputError
 
-    lines, trimmed = query_lines(["q"], [{"a": 0.031, "b": 0.02, "c": 0.004, "##d": 0.05}], 100, 10, 2)
-    assert trimmed == 1 and sorted(lines[0].split("\t")[1].split()) == sorted(["##d"] * 5 + ["a"] * 3)
+    boosts, trimmed = query_boosts(["q"], [{"a": 0.031, "b": 0.02, "c": 0.004, "##d": 0.05}], 100, 10, 2)
+    assert trimmed == 1 and boosts == [{"##d": 5, "a": 3}]
     with pytest.raises(InputError, match="boost 11 .* above --max-boost 10"):
-        query_lines(["q"], [{"a": 0.11}], 100, 10, 5)
+        query_boosts(["q"], [{"a": 0.11}], 100, 10, 5)

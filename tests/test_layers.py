@@ -1,5 +1,6 @@
 """The layers of docs/architecture.md: every import, at module level or inside a function, runs
-downward or within its layer; no module imports a command."""
+downward or within its layer; no module imports a command; no import circle, between files or
+between folders."""
 from __future__ import annotations
 
 import ast
@@ -9,9 +10,9 @@ from conftest import REPO
 
 PACKAGE = REPO / "lsr_pyserini"
 # rank of each layer; a module may import only modules of its own rank or lower
-CORE, STORES, MODELS, USES_MODELS, API, COMMANDS = range(6)
+CORE, STORES, MODELS, USES_MODELS, ENGINES, API, COMMANDS = range(7)
 COMMAND_MODULES = {"encode", "prepare", "expand", "rerank", "fuse", "search_dense", "bm25aug", "evaluate",
-                   "regress", "demo", "lucene", "seismic", "train.__main__", "ssr.__main__"}
+                   "regress", "demo", "lucene", "seismic", "search", "train.__main__", "ssr.__main__"}
 
 
 def layer(module: str) -> int:
@@ -20,7 +21,7 @@ def layer(module: str) -> int:
         return COMMANDS
     top = module.split(".")[0]
     return {"core": CORE, "stores": STORES, "encoders": MODELS, "ssr": MODELS, "rerankers": USES_MODELS,
-            "train": USES_MODELS, "api": API, "first_stage": API, "": API, "sample": CORE}[top]
+            "train": USES_MODELS, "engines": ENGINES, "api": API, "": API, "sample": CORE}[top]
 
 
 def module_name(path: Path) -> str:
@@ -90,3 +91,77 @@ def test_library_code_never_exits():
             if needle in text:
                 exits.append(f"{path.relative_to(REPO)}: {needle}")
     assert not exits, "\n".join(exits)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports (at module level or inside functions)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        source = module_name(path)
+        graph.setdefault(source, set())
+        for _, target in imported_modules(path):
+            target = resolves_to_module(target)
+            if target != source:
+                graph[source].add(target)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one node (Tarjan), each as a sorted list."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def folder_of(module: str) -> str:
+    """A module's folder below the package ('' for the top level: the API), the commands being a
+    layer of their own wherever their file lies (`train/__main__.py` imports train's families)."""
+    if module in COMMAND_MODULES:
+        return "<commands>"
+    path = PACKAGE.joinpath(*module.split(".")) if module else PACKAGE
+    if (path / "__init__.py").is_file():
+        return module
+    return ".".join(module.split(".")[:-1])
+
+
+def test_no_import_circle_between_files():
+    found = circles(import_graph())
+    assert not found, "import circles: " + "; ".join(" <-> ".join(group or ["lsr_pyserini"]) for group in found)
+
+
+def test_no_import_circle_between_folders():
+    folders: dict[str, set[str]] = {}
+    for source, targets in import_graph().items():
+        folder = folder_of(source)
+        folders.setdefault(folder, set()).update(folder_of(target) for target in targets if folder_of(target) != folder)
+    found = circles(folders)
+    assert not found, "folder circles: " + "; ".join(" <-> ".join(g or "lsr_pyserini" for g in group) for group in found)
+
+
+def test_the_circle_check_finds_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []

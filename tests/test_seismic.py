@@ -73,16 +73,16 @@ def test_searcher_with_the_seismic_engine_equals_the_command(sample):
                                 engine_options={"query_cut": 1})
     assert cut.search(texts[0], k=3) != searcher.search(texts[0], k=3)  # one query term: another ranking
     for kwargs, message in [
-        ({"engine": "elastic"}, "engine 'elastic': expected one of lucene, seismic"),
+        ({"engine": "elastic"}, "engine 'elastic': expected one of lucene, bm25, sharded, seismic, dense"),
         ({"engine": "seismic", "engine_options": {"heap": 1}}, "engine 'seismic' has no option 'heap'"),
         ({"engine": "seismic", "engine_options": {"heap_factor": 0}}, "heap_factor: expected a finite number > 0"),
-        ({"engine_options": {"query_cut": 3}}, "apply to engine='seismic'"),
+        ({"engine": "lucene", "engine_options": {"query_cut": 3}}, "engine 'lucene' has no option 'query_cut'"),
     ]:
         with pytest.raises(InputError, match=message):
             lsr_pyserini.Searcher(str(sample / "seismic"), encoder="splade-tiny", **kwargs)
     with pytest.raises(InputError, match="not a Seismic index"):
         lsr_pyserini.Searcher(str(sample / "lucene"), encoder="splade-tiny", engine="seismic")
-    with pytest.raises(InputError, match="serves impact indexes"):
+    with pytest.raises(InputError, match="searched by engine 'seismic': give the encoder"):
         lsr_pyserini.Searcher(str(sample / "seismic"), engine="seismic")
 
 

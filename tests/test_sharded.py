@@ -60,7 +60,7 @@ def test_ties_are_adjusted_as_anserini_does_in_float32():
 
 def test_merge_orders_by_score_then_docid_bytes_and_keeps_k():
     merged = merge_hits([[("d10", 5), ("d2", 3)], [("d9", 5), ("d1", 3)], [("é", 5), ("z", 5)]], k=5)
-    assert [hit.docid for hit in merged] == ["d10", "d9", "z", "é", "d1"]
+    assert [docid for docid, _ in merged] == ["d10", "d9", "z", "é", "d1"]
 
 
 def test_non_integer_scores_are_refused_as_not_impact():

@@ -10,6 +10,10 @@ class InputError(ValueError):
     """Bad input; the message names the file, the line and what was wrong."""
 
 
+class NotFound(InputError):
+    """A document (or another named thing) that the collection does not hold."""
+
+
 class Interrupted(Exception):
     """Work stopped by Ctrl-C after saving what can be resumed; the message says how to resume."""
 

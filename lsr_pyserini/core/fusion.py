@@ -36,8 +36,8 @@ import math
 from typing import Sequence
 
 from .errors import InputError
+from .hits import Run
 
-Run = dict[str, list[tuple[str, float]]]
 NORMALISATIONS = ("minmax", "zscore")
 METHODS = NORMALISATIONS + ("rrf",)
 RRF_K = 60

@@ -94,3 +94,32 @@ def load_masked_lm(path: str, family: str = "splade"):
             f"model {path!r}: checkpoint {what} (missing {', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})"
         )
     return current().to(model.float()).eval()
+
+
+def sentence_transformers_defaults(path: str) -> dict:
+    """Pooling, normalisation and max length from a sentence-transformers folder ({} otherwise)."""
+    folder = Path(path)
+    modules_file = folder / "modules.json"
+    if not modules_file.is_file():
+        return {}
+    defaults: dict = {}
+    try:
+        modules = json.loads(modules_file.read_text())
+        for module in modules:
+            kind = module.get("type", "")
+            if kind.endswith("Pooling"):
+                config = json.loads((folder / module.get("path", "") / "config.json").read_text())
+                if config.get("pooling_mode_cls_token"):
+                    defaults["pooling"] = "cls"
+                elif config.get("pooling_mode_mean_tokens"):
+                    defaults["pooling"] = "mean"
+            elif kind.endswith("Normalize"):
+                defaults["normalize"] = True
+            elif kind.endswith("Transformer") and module.get("path"):
+                defaults["transformer_path"] = str(folder / module["path"])  # older layouts: 0_Transformer/
+        bert_config = folder / "sentence_bert_config.json"
+        if bert_config.is_file():
+            defaults["max_length"] = json.loads(bert_config.read_text()).get("max_seq_length")
+    except (OSError, json.JSONDecodeError, AttributeError) as err:
+        raise InputError(f"{folder}: unreadable sentence-transformers configuration ({err})") from None
+    return {k: v for k, v in defaults.items() if v is not None}

@@ -13,6 +13,7 @@ import importlib.resources
 import os
 import re
 import subprocess
+import threading
 from pathlib import Path
 
 MIN_JAVA = 21
@@ -122,3 +123,37 @@ def start_jvm(heap: str | None = None) -> None:
         if options:
             jnius_config.add_options(*options)
     import jnius  # noqa: F401  (importing it boots the JVM)
+
+
+# -- one thread owns every call into the JVM ------------------------------------------------------
+#
+# pyjnius is not safe to call from several Python threads at once: a Java method is one shared
+# Python object per class, and calling it on an object first stores that object in the method
+# (`JavaMethod.__get__` sets its `j_self`), then invokes it. Two threads calling the same method
+# on different objects can each invoke it on the other's object. Pyserini's `batch_search` turns
+# its result into a dict with `entrySet()` and `getKey()`; under 4 threads that gave
+# `IncompatibleClassChangeError: Receiver class ConcurrentHashMap$MapEntry does not implement the
+# interface java.util.Set`: `entrySet` invoked on another thread's map entry (kivy/pyjnius #287,
+# #563). So every call the toolkit makes into Java runs on one thread (`on_jvm_thread`), and
+# parallel search happens inside Java (Anserini's batch search with its own thread pool), where
+# it is safe. Whatever comes back is turned into Python values on that thread.
+
+_JVM_THREAD_NAME = "lsr-pyserini-jvm"
+_jvm_executor = None
+_jvm_executor_lock = threading.Lock()
+
+
+def on_jvm_thread(function, *args, **kwargs):
+    """`function(*args, **kwargs)` run on the one thread that makes every JVM call (the JVM started
+    first); its result or exception. Called from that thread itself, it simply calls."""
+
+    if threading.current_thread().name.startswith(_JVM_THREAD_NAME):
+        return function(*args, **kwargs)
+    global _jvm_executor
+    with _jvm_executor_lock:
+        if _jvm_executor is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            start_jvm()
+            _jvm_executor = ThreadPoolExecutor(1, thread_name_prefix=_JVM_THREAD_NAME)
+    return _jvm_executor.submit(function, *args, **kwargs).result()

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .errors import InputError
+from .hits import Run
 
 ID_FIELDS = ("_id", "id", "docid")
 TEXT_FIELDS = ("title", "text", "contents")
@@ -300,11 +301,11 @@ def read_qrels(path: str) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def read_run(path: str) -> dict[str, list[tuple[str, float]]]:
+def read_run(path: str) -> Run:
     """TREC run ``qid Q0 docid rank score tag`` as {qid: [(docid, score), ...]} in file order.
 
     Scores must be finite; a document listed twice for a query is refused (trec_eval refuses it)."""
-    run: dict[str, list[tuple[str, float]]] = {}
+    run: Run = {}
     seen: dict[tuple[str, str], int] = {}
     for line_no, (qid, _, docid, _, score, _) in read_rows(path, "qid Q0 docid rank score tag"):
         check_unique(seen, (qid, docid), line_no, f"{path}:{line_no}",

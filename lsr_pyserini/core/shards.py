@@ -31,6 +31,7 @@ from typing import Iterable
 import numpy as np
 
 from .errors import InputError
+from .hits import Ranking
 
 BM25_REFUSAL = ("sharded search merges impact indexes only (--impact): BM25 scores depend on each "
                 "shard's own statistics (document frequencies, average length), so merged shard runs "
@@ -39,15 +40,6 @@ TIE_EPSILON = np.float32(1e-6)
 TIE_GAP = np.float32(1e-4)
 MAX_EXACT = 2 ** 24  # integers above this are not all representable in float32
 INTEGER_SLACK = 0.01  # |score - round(score)| below this: an adjusted integer score
-
-
-@dataclass(frozen=True)
-class Hit:
-    """A hit as Pyserini's output writer reads it (`docid`, `score`)."""
-
-    docid: str
-    score: float
-    lucene_docid: int = -1
 
 
 def split_indexes(value: str) -> list[str]:
@@ -95,22 +87,23 @@ def sort_key(docid: str, raw: float) -> tuple:
     return (-raw, docid.encode("utf-8"))
 
 
-def merge_hits(shard_hits: list[list[tuple[str, float]]], k: int) -> list[Hit]:
+def merge_hits(shard_hits: list[list[tuple[str, float]]], k: int) -> Ranking:
     """The top k of the union of the shards' (docid, raw score) lists, tie-adjusted as one index's."""
     pooled = [hit for hits in shard_hits for hit in hits]
     pooled.sort(key=lambda hit: sort_key(hit[0], hit[1]))
     top = pooled[:k]
-    return [Hit(docid, score) for (docid, _), score in zip(top, adjust_ties(raw for _, raw in top))]
+    return [(docid, score) for (docid, _), score in zip(top, adjust_ties(raw for _, raw in top))]
 
 
-def global_idf(searchers) -> dict[str, float]:
-    """log(N / df) over the union of the shards (what one index's `_compute_idf` gives)."""
+def global_idf(index_dirs: list[str]) -> dict[str, float]:
+    """log(N / df) over the union of the shards (what one index's `_compute_idf` gives); runs
+    Pyserini's index reader, so call it on the JVM thread."""
     from pyserini.index.lucene import LuceneIndexReader
 
     documents = 0
     dfs: dict[str, int] = {}
-    for searcher in searchers:
-        reader = LuceneIndexReader(searcher.index_dir)
+    for index_dir in index_dirs:
+        reader = LuceneIndexReader(index_dir)
         documents += int(reader.stats()["documents"])
         for term in reader.terms():
             dfs[term.term] = dfs.get(term.term, 0) + int(term.df)
@@ -119,74 +112,6 @@ def global_idf(searchers) -> dict[str, float]:
     tokens = list(dfs)
     idfs = np.log(documents / np.array([dfs[token] for token in tokens]))
     return dict(zip(tokens, idfs))
-
-
-class ShardedImpactSearcher:
-    """Pyserini's `LuceneImpactSearcher` over several shard indexes (one JVM): `search` and
-    `batch_search` return the hits one index over all the shards' documents would return.
-    `from_prebuilt_index` takes the comma-separated list, so that `pyserini.search.lucene`'s
-    command line builds it where it would build a searcher for an index it cannot find."""
-
-    def __init__(self, index_dirs: list[str], query_encoder=None, min_idf=0, encoder_type: str = "pytorch",
-                 searcher_class=None):
-        if searcher_class is None:
-            from pyserini.search.lucene import LuceneImpactSearcher as searcher_class
-        self.index_dir = ",".join(index_dirs)
-        self.shards = [searcher_class(path, query_encoder, min_idf, encoder_type) for path in index_dirs]
-        self.idf = global_idf(self.shards)
-        for shard in self.shards:
-            shard.idf = self.idf
-        self.min_idf = min_idf
-        self.num_docs = sum(shard.num_docs for shard in self.shards)
-        self.query_encoder = self.shards[0].query_encoder
-
-    @classmethod
-    def from_prebuilt_index(cls, index: str, query_encoder=None, min_idf=0, encoder_type: str = "pytorch", **_):
-        return cls(split_indexes(index), query_encoder, min_idf, encoder_type)
-
-    def encode(self, query):
-        return self.shards[0].encode(query)
-
-    def _merged(self, per_shard: list, k: int, qid: str) -> list[Hit]:
-        lists = []
-        for shard, hits in zip(self.shards, per_shard):
-            where = f"{shard.index_dir}, query {qid}"
-            lists.append([(hit.docid, raw_score(hit.score, where)) for hit in hits])
-        return merge_hits(lists, k)
-
-    def search(self, q: str, k: int = 10, fields=None) -> list[Hit]:
-        per_shard = [shard.search(q, k, fields=fields or {}) for shard in self.shards]
-        return self._merged(per_shard, k, q)
-
-    def batch_search(self, queries: list[str], qids: list[str], k: int = 10, threads: int = 1,
-                     fields=None) -> dict[str, list[Hit]]:
-        results = [shard.batch_search(queries, qids, k, threads, fields=fields or {}) for shard in self.shards]
-        return {qid: self._merged([result.get(qid, []) for result in results], k, qid) for qid in qids}
-
-    def set_analyzer(self, analyzer):  # query analysis only: the same on every shard
-        for shard in self.shards:
-            shard.set_analyzer(analyzer)
-
-    def set_language(self, language):
-        for shard in self.shards:
-            shard.set_language(language)
-
-    def doc(self, docid):
-        for shard in self.shards:
-            found = shard.doc(docid)
-            if found is not None:
-                return found
-        return None
-
-    def close(self):
-        for shard in self.shards:
-            shard.close()
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise InputError(f"{name}: not available when searching several shard indexes together "
-                         f"(only plain impact search merges exactly)")
 
 
 # ---- merging per-shard run files -------------------------------------------------------------
@@ -283,5 +208,5 @@ def merge_runs(paths: list[str], k: int, topics: list[str] | None = None) -> tup
     lines = []
     for qid in order:
         merged = merge_hits([run.hits.get(qid, []) for run in runs], k)
-        lines += [f"{qid} Q0 {hit.docid} {rank} {hit.score:.6f} {tag}\n" for rank, hit in enumerate(merged, 1)]
+        lines += [f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n" for rank, (docid, score) in enumerate(merged, 1)]
     return lines, warnings

@@ -11,21 +11,10 @@ from typing import Callable
 
 from ..core.errors import InputError
 from ..core.presets import CHECKSUM_KEY
-from .base import SparseEncoder
+from .base import FAMILIES, SparseEncoder, register
 
-FAMILIES: dict[str, Callable[..., SparseEncoder]] = {}
 # Preset keys read by the writer, the encoding loop and the preset loader, not by an encoder.
 WRITER_KEYS = ("name", "family", "impact_scale", "query_impact_scale", "batch_size", CHECKSUM_KEY)
-
-
-def register(family: str):
-    """Register a builder (an encoder class or a function) called with the preset's encoder settings
-    as keyword arguments; the keywords it declares are the settings the family reads."""
-    def decorator(builder):
-        FAMILIES[family] = builder
-        return builder
-
-    return decorator
 
 
 def _load_families() -> None:

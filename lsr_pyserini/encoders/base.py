@@ -12,7 +12,7 @@ BGE-M3's dense vectors, SparseEmbed's term embeddings) declares it here: `has_de
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Callable
 
 from ..core.errors import InputError
 
@@ -61,3 +61,17 @@ class DenseVectorSide:
         from ..stores.dense import DenseStoreWriter
 
         return DenseStoreWriter(path, {"encoder": self.dense.describe(), **settings}, overwrite=overwrite)
+
+
+# the registry of families (filled by each family module; read through encoders/__init__.py)
+FAMILIES: dict[str, Callable[..., SparseEncoder]] = {}
+
+
+def register(family: str):
+    """Register a builder (an encoder class or a function) called with the preset's encoder settings
+    as keyword arguments; the keywords it declares are the settings the family reads."""
+    def decorator(builder):
+        FAMILIES[family] = builder
+        return builder
+
+    return decorator

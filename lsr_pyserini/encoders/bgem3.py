@@ -47,7 +47,7 @@ from ..core.errors import InputError
 from ..core.devices import current
 from ..core.hf import check_family, load_quietly, load_tokenizer, model_error, read_family
 from ..core.presets import resolve_model
-from . import register
+from .base import register
 from .base import DenseVectorSide, SparseEncoder, SparseVector
 
 SPARSE_HEAD_FILE = "sparse_linear.pt"

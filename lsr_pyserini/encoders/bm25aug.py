@@ -38,7 +38,7 @@ from ..core.options import checked, positive_float, positive_int
 from ..core.presets import model_path, resolve_model
 from ..core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, check_index_tokenizer, pretokenize
 from ..core.writer import quantize, query_line
-from . import register
+from .base import register
 from .base import SparseEncoder, SparseVector
 
 HEADS_FILE = "bm25aug_heads.safetensors"
@@ -229,18 +229,24 @@ class AugmentedQueries:
             raise InputError(f"{source}: query {empty[0]!r} tokenizes to nothing searchable with the tokenizer "
                              f"of {self.reference} (no token, or unknown characters only){more}")
 
-    def lines(self, queries: list[tuple[str, str]], progress=None) -> tuple[list[str], int]:
-        """TSV lines for (qid, text) queries and how many queries lost low-boost terms to the clause limit."""
+    def boosts(self, queries: list[tuple[str, str]], progress=None) -> tuple[list[dict[str, int]], int]:
+        """Each (qid, text) query's integer boosts {token: round(boost x boost_scale)}, and how many
+        queries lost low-boost terms to the clause limit."""
         with torch.inference_mode():
             vectors = encode_in_length_order(self.encoder.encode_queries, [text for _, text in queries],
                                              self.batch_size, progress)
-        return query_lines([qid for qid, _ in queries], vectors, self.boost_scale, self.max_boost, self.max_terms)
+        return query_boosts([qid for qid, _ in queries], vectors, self.boost_scale, self.max_boost, self.max_terms)
+
+    def lines(self, queries: list[tuple[str, str]], progress=None) -> tuple[list[str], int]:
+        """TSV lines for (qid, text) queries and how many queries lost low-boost terms to the clause limit."""
+        boosts, trimmed = self.boosts(queries, progress)
+        return [query_line(qid, boost) for (qid, _), boost in zip(queries, boosts)], trimmed
 
 
-def query_lines(qids: list[str], vectors: list[dict[str, float]], boost_scale: float, max_boost: int,
-                max_terms: int) -> tuple[list[str], int]:
-    """TSV lines and how many queries lost low-boost terms to the clause limit."""
-    lines, trimmed = [], 0
+def query_boosts(qids: list[str], vectors: list[dict[str, float]], boost_scale: float, max_boost: int,
+                 max_terms: int) -> tuple[list[dict[str, int]], int]:
+    """Each query's integer boosts and how many queries lost low-boost terms to the clause limit."""
+    queries, trimmed = [], 0
     for qid, vector in zip(qids, vectors):
         boosts = quantize(vector, boost_scale)
         for term, boost in boosts.items():
@@ -250,5 +256,5 @@ def query_lines(qids: list[str], vectors: list[dict[str, float]], boost_scale: f
         if len(boosts) > max_terms:
             trimmed += 1
             boosts = dict(sorted(boosts.items(), key=lambda item: -item[1])[:max_terms])
-        lines.append(query_line(qid, boosts))
-    return lines, trimmed
+        queries.append(boosts)
+    return queries, trimmed

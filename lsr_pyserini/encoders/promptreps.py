@@ -35,7 +35,7 @@ from ..core.devices import chosen, resolve_device
 from ..core.errors import InputError
 from ..core.hf import load_tokenizer, model_error
 from ..core.presets import resolve_model
-from . import register
+from .base import register
 from .base import DenseVectorSide, SparseEncoder, SparseVector
 
 SYSTEM_PROMPT = "You are an AI assistant that can understand human language."

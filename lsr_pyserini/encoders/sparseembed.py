@@ -26,7 +26,7 @@ from ..core.hf import FAMILY_FILE, load_masked_lm, load_tokenizer
 from ..core.presets import resolve_model
 from ..core.quantize import Int8Projection, checked_quantize, projection_engine
 from ..core.quantize import describe as describe_quantize
-from . import register
+from .base import register
 from .base import SparseEncoder, SparseVector
 from .splade import VOCAB_SLICE, _HeadInput
 

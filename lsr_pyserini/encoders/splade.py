@@ -24,7 +24,7 @@ from ..core.hf import load_masked_lm, load_tokenizer, model_error
 from ..core.presets import resolve_model
 from ..core.quantize import Int8Projection, checked_quantize, projection_engine
 from ..core.quantize import describe as describe_quantize
-from . import register
+from .base import register
 from .base import SparseEncoder, SparseVector
 
 VOCAB_SLICE = 4096  # rows of the output embedding projected at once (~16 MiB of logits per 256 tokens)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..core.errors import InputError
 from ..ssr.codes import SSRCoder, codes, document_terms, query_terms
-from . import register
+from .base import register
 from .base import SparseEncoder, SparseVector
 
 

@@ -22,7 +22,7 @@ from ..core.hf import check_family, load_quietly, load_tokenizer, model_error
 from ..core.presets import resolve_model
 from ..core.quantize import checked_quantize, quantize_linears
 from ..core.quantize import describe as describe_quantize
-from . import register
+from .base import register
 from .base import SparseEncoder, SparseVector
 
 

@@ -8,43 +8,12 @@ options it reads (`Option`); `rerank` is the one scoring path the `rerank` comma
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 from ..core.errors import InputError
 from ..core.fusion import interpolate as interpolate_runs
 from ..core.fusion import sort_ranking
+from ..core.hits import Run
 from ..core.options import checked, refuse_foreign
-from .base import Reranker
-
-Run = dict[str, list[tuple[str, float]]]
-RERANKERS: dict[str, Callable[[str, dict], Reranker]] = {}
-OPTIONS: dict[str, list["Option"]] = {}
-
-
-@dataclass(frozen=True)
-class Option:
-    """A re-ranker's own command-line option (`--cls-weight` -> options["cls_weight"]); `type` is
-    its argparse type (numbers: one of `core.options`), applied to the Python API's value as well."""
-
-    flag: str
-    help: str
-    type: Callable
-    metavar: str | None = None
-
-    @property
-    def dest(self) -> str:
-        return self.flag.lstrip("-").replace("-", "_")
-
-
-def register(name: str, options: tuple[Option, ...] = ()):
-    def decorator(builder):
-        RERANKERS[name] = builder
-        OPTIONS[name] = list(options)
-        return builder
-
-    return decorator
-
+from .base import OPTIONS, RERANKERS, Option, Reranker, register
 
 def _load_families() -> None:
     from . import bgem3, dense, promptreps, sparseembed, ssr, tilde  # noqa: F401  (register their names)

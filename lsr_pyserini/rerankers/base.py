@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable
 
 
 class Reranker(ABC):
@@ -23,3 +25,31 @@ class Reranker(ABC):
     def describe(self) -> dict:
         """What determines the scores (for logs and run tags)."""
         return {}
+
+
+RERANKERS: dict[str, Callable[[str, dict], Reranker]] = {}
+OPTIONS: dict[str, list["Option"]] = {}
+
+
+@dataclass(frozen=True)
+class Option:
+    """A re-ranker's own command-line option (`--cls-weight` -> options["cls_weight"]); `type` is
+    its argparse type (numbers: one of `core.options`), applied to the Python API's value as well."""
+
+    flag: str
+    help: str
+    type: Callable
+    metavar: str | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+def register(name: str, options: tuple[Option, ...] = ()):
+    def decorator(builder):
+        RERANKERS[name] = builder
+        OPTIONS[name] = list(options)
+        return builder
+
+    return decorator

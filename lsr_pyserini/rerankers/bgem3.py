@@ -14,7 +14,7 @@ import numpy as np
 from ..core.errors import InputError
 from ..core.options import NamedNumbers, non_negative_float
 from ..encoders.bgem3 import HEADS, HYBRID_WEIGHTS
-from . import Option, register
+from .base import Option, register
 from .dense import DenseReranker
 
 

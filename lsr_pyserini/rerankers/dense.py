@@ -13,7 +13,7 @@ from ..core.cli import warn
 from ..core.errors import InputError
 from ..encoders.dense import build_dense_encoder
 from ..stores.dense import DenseStore
-from . import Option, register
+from .base import Option, register
 from .base import Reranker
 
 DEFAULT_BATCH_SIZE = 32

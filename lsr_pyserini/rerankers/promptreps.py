@@ -2,7 +2,7 @@
 against the document vectors that `encode corpus --encoder promptreps --dense-store` stored."""
 from __future__ import annotations
 
-from . import register
+from .base import register
 from .dense import CHAT_TEMPLATE, DenseReranker
 
 

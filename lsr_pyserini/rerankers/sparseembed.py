@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..encoders.sparseembed import SparseEmbedEncoder
 from ..stores.sparseembed import SparseEmbedStore
-from . import register
+from .base import register
 from .base import Reranker
 
 

@@ -22,7 +22,7 @@ from ..core.errors import InputError
 from ..core.jit import half_to_float, lowest_bit
 from ..core.options import non_negative_float
 from ..stores.tokens import TokenRows
-from . import Option, register
+from .base import Option, register
 from .base import Reranker
 
 

@@ -18,7 +18,7 @@ from ..core.errors import InputError
 from ..core.options import probability
 from ..encoders.tilde import TildeModel
 from ..stores.tilde import PASSAGE_TERMS, TildeStore
-from . import Option, register
+from .base import Option, register
 from .base import Reranker
 
 

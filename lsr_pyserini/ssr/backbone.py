@@ -15,9 +15,8 @@ import torch
 
 from ..core.errors import InputError
 from ..core.devices import current
-from ..core.hf import load_quietly, load_tokenizer
+from ..core.hf import load_quietly, load_tokenizer, sentence_transformers_defaults
 from ..core.presets import resolve_model
-from ..encoders.dense import sentence_transformers_defaults
 
 PROJECTION_KEY = "linear.weight"
 

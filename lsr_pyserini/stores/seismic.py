@@ -329,8 +329,17 @@ class SeismicSearcher:
             depth = min(depth * 2, self.documents)
 
     def search(self, queries: list[tuple[str, dict]], k: int, query_cut: int | None = None,
-               heap_factor: float = 1.0) -> dict[str, Ranking]:
-        return {qid: self.search_one(qid, impacts, k, query_cut, heap_factor) for qid, impacts in queries}
+               heap_factor: float = 1.0, threads: int = 1) -> dict[str, Ranking]:
+        """{qid: ranking} in query order; with `threads` > 1 the queries are spread over that many
+        threads (Seismic releases the GIL; its index is only read)."""
+        if threads == 1:
+            return {qid: self.search_one(qid, impacts, k, query_cut, heap_factor) for qid, impacts in queries}
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as pool:
+            rankings = list(pool.map(lambda query: self.search_one(query[0], query[1], k, query_cut, heap_factor),
+                                     queries))
+        return {qid: ranking for (qid, _), ranking in zip(queries, rankings)}
 
 
 def parse_query_line(line: str, where: str) -> tuple[str, dict[str, int]]:

@@ -29,7 +29,7 @@ from ..core.hf import load_tokenizer, write_family
 from ..core.options import finite_float, positive_float, positive_int
 from ..core.presets import resolve_model
 from ..encoders.bgem3 import COLBERT_HEAD_FILE, SPARSE_HEAD_FILE, _load_linear, dropped_token_ids, load_encoder
-from . import register
+from .base import register
 from .data import Batch
 from .losses import contrastive_loss
 

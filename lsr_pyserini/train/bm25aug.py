@@ -17,7 +17,7 @@ from ..core.options import non_negative_float, positive_int, probability
 from ..core.presets import resolve_model
 from ..core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, CorpusVectors, bm25_check
 from ..encoders.bm25aug import QueryAugmenter
-from . import register
+from .base import register
 from .data import Batch
 from .losses import contrastive_loss
 

@@ -14,7 +14,7 @@ import torch
 from ..core.options import non_negative_float, non_negative_int, positive_float, positive_int
 from ..core.presets import resolve_model
 from ..encoders.sparseembed import DIMENSIONS, HEADS_FILE, SparseEmbedModel, embedding_scores
-from . import register
+from .base import register
 from .data import Batch
 from .losses import contrastive_loss, flops, margin_mse, quadratic_warmup
 

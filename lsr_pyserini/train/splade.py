@@ -11,7 +11,7 @@ from ..core.hf import load_masked_lm, load_tokenizer, write_family
 from ..core.options import non_negative_float, non_negative_int, positive_int
 from ..core.presets import resolve_model
 from ..encoders.splade import VOCAB_SLICE, run_to_head
-from . import register
+from .base import register
 from .data import Batch
 from .losses import contrastive_loss, flops, quadratic_warmup, with_margin_mse
 

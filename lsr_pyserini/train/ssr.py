@@ -22,7 +22,7 @@ from ..core.errors import InputError
 from ..core.options import non_negative_float, positive_float
 from ..ssr.backbone import TokenEncoder
 from ..ssr.sae import SSRModel, normalised_mse
-from . import register
+from .base import register
 from .data import Batch
 from .losses import contrastive_loss
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ..core.hf import write_family
 from ..core.options import non_negative_float, positive_int
 from ..encoders.tilde import TildeModel
-from . import register
+from .base import register
 from .data import Batch
 from .losses import contrastive_loss
 

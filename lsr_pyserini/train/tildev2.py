@@ -27,7 +27,7 @@ from ..core.presets import resolve_model
 from ..core.readers import InputError, read_corpus
 from ..core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, CorpusVectors, bm25_check
 from ..encoders.tildev2 import TildeV2Model
-from . import register
+from .base import register
 from .data import Batch
 from .losses import contrastive_loss, with_margin_mse
 

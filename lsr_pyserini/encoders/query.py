@@ -1,0 +1,164 @@
+"""The query side of search: a preset resolved once into what turns query texts into an engine's
+queries (engines/base.py says what each engine takes).
+
+- `QueryEncoder`: texts to the integer impacts `encode queries` writes (`encode(text) -> {term: int}`,
+  Pyserini's query-encoder interface, so `LuceneImpactSearcher(index, query_encoder=QueryEncoder(...))`
+  works too), for the `lucene`, `sharded` and `seismic` engines.
+- `AugmentedBm25Queries`: a `train bm25aug` checkpoint's boosts `{term: int}` for the `bm25` engine
+  with whitespace analysis (the boosts `bm25aug queries` writes as repeated terms).
+- `TextQueries`: texts as they are (plain BM25).
+- `DenseQueries`: query vectors encoded as a dense store's manifest says its documents were.
+
+`query_side(settings_or_none, ...)` builds the one that fits a resolved preset (`encoder_settings`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.batching import encode_in_length_order
+from ..core.errors import InputError
+from ..core.hf import read_family
+from ..core.options import checked, positive_float, positive_int
+from ..core.presets import checked_preset, load_preset
+from ..core.writer import quantize
+from . import build_encoder
+from .base import SparseVector
+
+DEFAULT_ENCODER = "splade-tiny"
+# the numeric settings and their types: the same as the `encode` flags that set them
+NUMERIC_SETTINGS = {"batch_size": positive_int, "doc_max_length": positive_int, "query_max_length": positive_int,
+                    "doc_top_k": positive_int, "query_top_k": positive_int, "impact_scale": positive_float,
+                    "query_impact_scale": positive_float}
+IMPACTS, TEXT, VECTOR = "impacts", "text", "vector"  # what each query side makes (engines/base.py)
+
+
+def encoder_settings(name_or_path: str = DEFAULT_ENCODER, **overrides) -> dict:
+    """A preset's settings (a preset name, a preset .yaml, or a checkpoint folder trained here)
+    with `overrides` applied where not None, checked, and with the writer's defaults."""
+    folder = Path(name_or_path)
+    if folder.is_dir():
+        family = read_family(folder).get("family", "splade")
+        settings = {"family": family, "model": str(folder), "name": folder.name}
+    else:
+        settings = checked_preset(load_preset(name_or_path), model_overridden=overrides.get("model") is not None)
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    for key, kind in NUMERIC_SETTINGS.items():
+        if settings.get(key) is not None:
+            settings[key] = checked(key, settings[key], kind)
+    settings.setdefault("impact_scale", 100)
+    settings.setdefault("batch_size", 32)
+    return settings
+
+
+class QueryEncoder:
+    """Texts to the integer query impacts `encode queries` writes: `encode(text) -> {term: int}`.
+
+    Usable as Pyserini's query encoder: `LuceneImpactSearcher(index, query_encoder=QueryEncoder(...))`.
+    Safe to share between threads (inference only; the fast paths' checks keep eager numbers).
+    """
+
+    makes = IMPACTS
+
+    def __init__(self, name_or_path: str = DEFAULT_ENCODER, device: str | None = None, dtype: str | None = None,
+                 **settings):
+        from ..core.devices import placed
+
+        with placed(device, dtype):  # as load_encoder's
+            self._build(encoder_settings(name_or_path, **settings))
+
+    @classmethod
+    def from_settings(cls, settings: dict) -> "QueryEncoder":
+        """A query encoder for settings already resolved by `encoder_settings`."""
+        query_encoder = cls.__new__(cls)
+        query_encoder._build(settings)
+        return query_encoder
+
+    def _build(self, settings: dict) -> None:
+        self.settings = settings
+        self.encoder = build_encoder(settings)
+        self.impact_scale = self.settings.get("query_impact_scale") or self.settings["impact_scale"]
+        self.batch_size = int(self.settings["batch_size"])
+
+    def encode_floats(self, texts: list[str], progress=None) -> list[SparseVector]:
+        """Float query weights in the input order, one query per forward pass: a padded batch runs the
+        transformer on other shapes, whose float kernels may move a weight across a rounding boundary
+        (seen on an AVX2 CPU: one term of one SciFact query, 24 alone, 23 in a batch). Alone, a query's
+        impacts are the same in `encode queries`, in `Searcher` and inside Pyserini's searchers, which
+        encode one query per call."""
+        return encode_in_length_order(self.encoder.encode_queries, texts, 1, progress)
+
+    def impacts(self, vector: SparseVector) -> dict[str, int]:
+        return quantize(vector, self.impact_scale)
+
+    def batch_encode(self, texts: list[str], progress=None) -> list[dict[str, int]]:
+        return [self.impacts(vector) for vector in self.encode_floats(texts, progress)]
+
+    def encode(self, text: str, **_pyserini_kwargs) -> dict[str, int]:
+        """One query's integer impacts (Pyserini's QueryEncoder interface)."""
+        return self.batch_encode([text])[0]
+
+    def queries(self, qids: list[str], texts: list[str]) -> list[dict[str, int]]:
+        return self.batch_encode(texts)
+
+
+class TextQueries:
+    makes = TEXT
+
+    def queries(self, qids: list[str], texts: list[str]) -> list[str]:
+        return list(texts)
+
+
+class AugmentedBm25Queries:
+    """A `train bm25aug` checkpoint's boosts for one WordPiece index (`AugmentedQueries`)."""
+
+    makes = TEXT
+    pretokenized = True
+
+    def __init__(self, settings: dict, index: str, options: dict):
+        from .bm25aug import AugmentedQueries
+
+        self.augmented = AugmentedQueries(settings["model"], index, **options)
+
+    @property
+    def bm25(self) -> tuple[float, float]:
+        return self.augmented.bm25
+
+    def queries(self, qids: list[str], texts: list[str]) -> list[dict[str, int]]:
+        pairs = list(zip(qids, texts))
+        self.augmented.check_searchable(pairs, "queries")
+        return self.augmented.boosts(pairs)[0]
+
+
+class DenseQueries:
+    """Query vectors for a dense store, encoded as its documents were (in batches of `batch_size`,
+    in length order, as `search_dense` and the dense re-ranker encode them)."""
+
+    makes = VECTOR
+
+    def __init__(self, store: str, model: str | None = None, batch_size: int = 32, chat_template: str | None = None):
+        import threading
+
+        from ..stores.dense import DenseStore
+
+        self.store = DenseStore(store)
+        self.batch_size = checked("batch_size", batch_size, positive_int)
+        self.overrides = {"model": model}
+        if self.store.encoder_settings.get("family") == "promptreps":
+            self.overrides["chat_template"] = chat_template
+        self._encoder, self._lock = None, threading.Lock()
+
+    @property
+    def encoder(self):
+        with self._lock:  # built once, on first use, whichever thread asks first
+            if self._encoder is None:
+                from .dense import build_dense_encoder
+
+                self._encoder = build_dense_encoder(self.store.encoder_settings, self.overrides)
+            return self._encoder
+
+    def queries(self, qids: list[str], texts: list[str]) -> list:
+        return encode_in_length_order(self.encoder.encode_queries, list(texts), self.batch_size)
+
+
+def is_bm25aug(settings: dict | None) -> bool:
+    return settings is not None and settings.get("family") == "bm25aug"

@@ -1,0 +1,66 @@
+"""The engine interface and its registry.
+
+An engine answers encoded queries with a `Run` (core/hits.py): `search(qids, queries, k, threads)`.
+What a query is depends on the engine (`query_kind`):
+
+- `IMPACTS`: `{term: int}`, the integer impacts `encode queries` writes (Lucene impact, sharded,
+  Seismic);
+- `TEXT`: a query string analysed by the index's analyzer, or with `pretokenized` a `{term: int}`
+  bag of boosts (augmented BM25 queries) searched with whitespace analysis (Lucene BM25);
+- `VECTOR`: a float32 query vector (dense).
+
+An engine also gives a document's text where its index or its source keeps it (`doc`), and the
+terms that made a document match (`explain`). Engines do no query encoding: the query side
+(`encoders/query.py`) and the API put the two together.
+
+A new engine is one file in `engines/` with a builder registered under its name, `@register(NAME)`,
+listed in `engines/__init__.py`'s `_load_engines`; the builder's keyword arguments are the
+`engine_options` (and `--engine-option` keys) it reads.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Callable
+
+from ..core.errors import InputError
+from ..core.hits import Run, TermMatch
+
+IMPACTS, TEXT, VECTOR = "impacts", "text", "vector"
+ENGINES: dict[str, Callable[..., "Engine"]] = {}
+
+
+def register(name: str):
+    """Register an engine builder `(index, **options) -> Engine` under `name`."""
+    def decorator(builder):
+        ENGINES[name] = builder
+        return builder
+
+    return decorator
+
+
+class Engine(ABC):
+    name: str = ""
+    query_kind: str = IMPACTS
+
+    @abstractmethod
+    def search(self, qids: list[str], queries: list, k: int, threads: int = 1) -> Run:
+        """Each query's top k (docid, score), scores at a TREC run's precision; every qid is a key."""
+
+    def explain(self, query, docids: list[str]) -> dict[str, tuple[TermMatch, ...]]:
+        """The matching terms of each document for one query, largest contribution first."""
+        raise InputError(f"engine {self.name!r} has no term explanations")
+
+    def doc(self, docid: str) -> str | None:
+        """The document's text; None when the collection has no such document."""
+        raise InputError(f"engine {self.name!r} keeps no document text")
+
+    def describe(self) -> dict:
+        return {"engine": self.name}
+
+    def close(self) -> None:
+        pass
+
+
+def sorted_matches(matches) -> tuple[TermMatch, ...]:
+    """Largest contribution first, ties by term, so that explanations are deterministic."""
+    return tuple(sorted(matches, key=lambda match: (-match.contribution, match.term)))

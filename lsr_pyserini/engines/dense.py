@@ -1,0 +1,35 @@
+"""The `dense` engine: exact inner-product search of every document vector in a dense store
+(faiss `IndexFlatIP`, `encode dense` or `encode corpus --dense-store`). Queries are float32
+vectors, encoded as the store's manifest says its documents were (`encoders/dense.py`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.hits import Run, run_precision
+from .base import VECTOR, Engine, register
+
+
+class DenseEngine(Engine):
+    name = "dense"
+    query_kind = VECTOR
+
+    def __init__(self, index: str):
+        from ..stores.dense import DenseStore
+
+        self.path = str(index)
+        self.store = DenseStore(index)
+        self.documents = int(self.store.index.ntotal)
+
+    def search(self, qids: list[str], queries: list[np.ndarray], k: int, threads: int = 1) -> Run:
+        if not queries:
+            return {}
+        results = self.store.search(np.stack(queries), k)
+        return {qid: [(docid, run_precision(score)) for docid, score in ranking] for qid, ranking in zip(qids, results)}
+
+    def describe(self) -> dict:
+        return {"engine": self.name, "store": self.path, "documents": self.documents}
+
+
+@register("dense")
+def build(index: str) -> DenseEngine:
+    return DenseEngine(index)

@@ -1,0 +1,147 @@
+"""Search any engine with a topics file and write a TREC run: one command over the engines layer.
+
+    python -m lsr_pyserini.search --index PATH[,PATH...] --topics QUERIES.tsv --output RUN [--hits K]
+        [--engine lucene|bm25|sharded|seismic|dense] [--encoder NAME | --encoded] [--threads N]
+
+The topics are raw query texts (`qid<TAB>text`), encoded on the fly with `--encoder` (impact
+engines) or by the dense store's own encoder (`dense`), searched as they are by `bm25`; or, with
+`--encoded`, the TSV `encode queries` (or `bm25aug queries`) wrote: each term repeated by its
+integer impact (boost). `--engine` defaults to the index's own kind: several comma-separated
+indexes are `sharded`, a Seismic index `seismic`, a dense store `dense`, a Lucene index `lucene`
+(impact) or `bm25`.
+
+The run lists the queries in the topics file's order (Pyserini's own command sorts numeric query
+ids; SciFact's files are in that order already), each with its top --hits; its lines equal those of
+`lucene search --impact` / `lucene search --bm25` / `seismic search` / `search_dense` on the same
+inputs. The tag defaults to what those commands write (Anserini, seismic, dense).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from .core.cli import progress_bar, quiet_libraries, run_main
+from .core.devices import add_device_args
+from .core.errors import InputError
+from .core.hits import Run
+from .core.options import non_negative_float, positive_float, positive_int
+from .core.outputs import TREC_RUN, claim_output
+from .core.writer import run_lines
+from .engines import ENGINE_NAMES
+
+DEFAULT_TAGS = {"seismic": "seismic", "dense": "dense"}  # else Pyserini's "Anserini"
+
+
+def engine_option(text: str) -> tuple[str, object]:
+    """KEY=VALUE, the value read as a number or true/false where it is one."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    for kind in (int, float):
+        try:
+            return key, kind(value)
+        except ValueError:
+            pass
+    return key, {"true": True, "false": False}.get(value.lower(), value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.search", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--index", required=True,
+                        help="index folder (Lucene, Seismic or dense store), or several Lucene impact indexes "
+                             "separated by commas (sharded)")
+    parser.add_argument("--engine", choices=ENGINE_NAMES, help="engine (default: chosen from the index)")
+    parser.add_argument("--topics", required=True, help="qid<TAB>text TSV (with --encoded: the TSV of `encode queries`)")
+    parser.add_argument("--output", required=True, help="TREC run to write (atomically)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing run file (default: refuse)")
+    parser.add_argument("--hits", type=positive_int, default=1000, help="documents per query (default: 1000)")
+    queries = parser.add_mutually_exclusive_group()
+    queries.add_argument("--encoder", help="sparse preset or checkpoint that encodes the query texts "
+                                           "(impact engines; a bm25aug checkpoint for bm25)")
+    queries.add_argument("--encoded", action="store_true",
+                         help="the topics are already encoded: terms repeated by their impact (or boost)")
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="queries searched in parallel (Anserini's or Seismic's threads; default: 1)")
+    parser.add_argument("--batch-size", type=positive_int, default=64,
+                        help="queries encoded and searched per step (default: 64; dense encodes all at once)")
+    parser.add_argument("--k1", type=non_negative_float, help="bm25: k1 (default: 0.9, or a bm25aug model's)")
+    parser.add_argument("--b", type=non_negative_float, help="bm25: b (default: 0.4, or a bm25aug model's)")
+    parser.add_argument("--engine-option", type=engine_option, action="append", default=[], metavar="KEY=VALUE",
+                        help="an engine's own option, e.g. query_cut=10 or heap_factor=1.2 (seismic), min_idf=0 "
+                             "(lucene, sharded); repeatable")
+    parser.add_argument("--tag", help="run tag (default: Anserini; seismic and dense for those engines)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_device_args(parser, "query encoder")
+    return parser
+
+
+def read_topics(args) -> tuple[list[str], list]:
+    """(qids, texts or encoded {term: count} queries) in the file's order."""
+    if args.encoded:
+        from .stores.seismic import read_impact_queries
+
+        pairs = read_impact_queries(args.topics)
+        return [qid for qid, _ in pairs], [impacts for _, impacts in pairs]
+    from .core.readers import read_queries
+
+    loaded = list(read_queries(args.topics))
+    if not loaded:
+        raise InputError(f"{args.topics}: no queries")
+    return [query.id for query in loaded], [query.text for query in loaded]
+
+
+def open_search(args):
+    """(engine name, a function (qids, queries, k) -> Run) for the arguments; bad input refused in one
+    line before any model is loaded."""
+    from .api import Searcher, _check_pairing, _shard_list, choose_engine
+    from .engines import build_engine, check_engine
+
+    options = dict(args.engine_option)
+    if args.k1 is not None or args.b is not None:
+        options.update({k: v for k, v in (("k1", args.k1), ("b", args.b)) if v is not None})
+    index = _shard_list(args.index) or args.index
+    if args.encoded:
+        name = args.engine or choose_engine(index, "splade")
+        if name == "dense":
+            raise InputError("--encoded: the dense engine encodes query texts with its store's encoder")
+        if name == "bm25":
+            options.setdefault("pretokenized", True)
+        else:
+            _check_pairing(index, name, {"family": "encoded"}, "--encoded")
+        check_engine(name, options)
+        engine = build_engine(name, index, options)
+        return name, lambda qids, queries, k: engine.search(qids, queries, k, args.threads)
+    searcher = Searcher(index, encoder=args.encoder, engine=args.engine, engine_options=options,
+                        device=args.device, dtype=args.dtype)
+
+    def search(qids, texts, k) -> Run:
+        hits = searcher.batch_search(texts, qids, k=k, threads=args.threads)
+        return {qid: [(hit.docid, hit.score) for hit in hits[qid]] for qid in qids}
+
+    return searcher.engine.name, search
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    quiet_libraries(args.quiet)
+    output = claim_output(args.output, TREC_RUN, args.overwrite)
+    qids, queries = read_topics(args)
+    name, search = open_search(args)
+    tag = args.tag or DEFAULT_TAGS.get(name, "Anserini")
+    step = len(qids) if name == "dense" else args.batch_size  # dense: length-ordered batches of the whole file
+    run: Run = {}
+    started = time.perf_counter()
+    with progress_bar(len(qids), args.quiet, "query", desc=f"searching ({name})") as progress:
+        for start in range(0, len(qids), step):
+            run.update(search(qids[start:start + step], queries[start:start + step], args.hits))
+            progress.update(len(qids[start:start + step]))
+    elapsed = time.perf_counter() - started
+    output.write_lines(run_lines(run, tag))
+    print(f"searched {len(qids)} queries with engine {name} in {elapsed:.2f}s "
+          f"({1000 * elapsed / len(qids):.2f} ms/query, {args.threads} thread(s)) into {args.output}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    run_main(main)
