@@ -108,10 +108,11 @@ def _check_pairing(index, engine: str, settings: dict | None, encoder: str | Non
                              f"impacts, which BM25 term frequencies do not match)")
     elif engine == "bm25":
         if settings is not None and family != "bm25aug":
-            kind = lucene_index_kind(index)
-            what = "an impact index (give engine='lucene')" if kind == IMPACT else "a BM25 index"
+            if lucene_index_kind(index) == IMPACT:
+                raise InputError(f"{index} is an impact index: search it with engine 'lucene' (BM25 takes no encoder, "
+                                 f"or a bm25aug checkpoint)")
             raise InputError(f"encoder {encoder!r} makes impact queries, but {index} is searched with BM25: "
-                             f"{what} takes no encoder, or a bm25aug checkpoint")
+                             f"a BM25 index takes no encoder, or a bm25aug checkpoint")
     elif engine == "dense" and settings is not None:
         raise InputError(f"engine 'dense' encodes queries as its store's manifest says: give no encoder "
                          f"(encoder_options may set model, batch_size)")

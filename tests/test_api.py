@@ -140,3 +140,97 @@ def test_a_changed_default_checkpoint_is_refused(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 2 and len(lines) == 1 and "the preset pins" in lines[0]
     lsr_pyserini.load_encoder(str(changed), model=str(copy))  # weights named explicitly: not the preset's pin
+
+
+def test_one_searcher_shared_by_threads_returns_the_one_query_rankings(sample_indexes):
+    """8 threads, every sample query, 5 repetitions: the rankings of one query at a time, no exception
+    (before every JVM call went to one thread, Pyserini's batch result failed intermittently here)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import lsr_pyserini
+
+    texts, _ = queries()
+    for searcher in (lsr_pyserini.Searcher(str(sample_indexes / "impact"), encoder="splade-tiny"),
+                     lsr_pyserini.Searcher(str(sample_indexes / "bm25"), reranker="dense",
+                                           store=str(sample_indexes / "dense"), interpolate=0.5, candidates=10)):
+        alone = [searcher.search(text, k=5) for text in texts * 4]
+        with ThreadPoolExecutor(8) as pool:
+            for _ in range(5):
+                assert list(pool.map(lambda text: searcher.search(text, k=5), texts * 4)) == alone
+
+
+def test_explanations_and_documents(sample_indexes):
+    import lsr_pyserini
+    from lsr_pyserini.core.errors import NotFound
+
+    texts, qids = queries()
+    impact = lsr_pyserini.Searcher(str(sample_indexes / "impact"), encoder="splade-tiny")
+    for hits in impact.batch_search(texts, qids, k=10, explain=True).values():
+        for hit in hits:  # integer impact scores: the sum is exact, the run score tie-adjusted below 1e-3
+            assert round(hit.score) == sum(m.contribution for m in hit.terms) and hit.explained == "score"
+            assert all(m.contribution == m.query_weight * m.document_weight for m in hit.terms)
+    assert "cholesterol" in impact.doc("s2").lower()  # from the shards the index was built from
+    with pytest.raises(NotFound, match="'nope': no such document"):
+        impact.doc("nope")
+    bm25 = lsr_pyserini.Searcher(str(sample_indexes / "bm25"))
+    hit = bm25.search(texts[0], k=1, explain=True)[0]
+    assert hit.terms and abs(sum(m.contribution for m in hit.terms) - hit.score) < 1e-3
+    with pytest.raises(InputError, match="stores no document text"):
+        bm25.doc(hit.docid)  # built without --storeRaw, from `prepare corpus` documents
+    reranked = lsr_pyserini.Searcher(str(sample_indexes / "bm25"), reranker="dense", store=str(sample_indexes / "dense"),
+                                     interpolate=0.5, candidates=10)
+    hit = reranked.search(texts[0], k=1, explain=True)[0]
+    assert hit.explained == "first_stage" and abs(sum(m.contribution for m in hit.terms) - hit.first_stage_score) < 1e-3
+
+
+def test_wrong_pairings_are_refused_before_any_model_loads(sample_indexes, monkeypatch):
+    import lsr_pyserini
+    from lsr_pyserini import encoders
+
+    def no_model(*_args, **_kwargs):
+        raise AssertionError("a model was loaded before the refusal")
+
+    monkeypatch.setattr(encoders, "build_encoder", no_model)
+    monkeypatch.setattr("lsr_pyserini.encoders.query.build_encoder", no_model)
+    cases = [
+        ({"index": str(sample_indexes / "bm25"), "encoder": "splade-tiny"}, "is searched with BM25: a BM25 index takes no encoder"),
+        ({"index": str(sample_indexes / "impact")}, "is an impact index: give the encoder"),
+        ({"index": str(sample_indexes / "vectors"), "encoder": "splade-tiny"}, "vectors: not an index"),
+        ({"index": str(sample_indexes / "nowhere"), "encoder": "splade-tiny"}, "nowhere: no such index folder"),
+        ({"index": str(sample_indexes / "impact"), "encoder": "splade-tiny", "engine": "bm25"},
+         "is an impact index: search it with engine 'lucene'"),
+        ({"index": str(sample_indexes / "bm25"), "encoder": "splade-tiny", "engine": "lucene"}, "is a BM25 index"),
+        ({"index": str(sample_indexes / "dense"), "encoder": "splade-tiny"}, "engine 'dense' encodes queries"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(InputError, match=message):
+            lsr_pyserini.Searcher(**kwargs)
+
+
+def test_search_command_equals_the_commands_and_refuses_bad_input_in_one_line(sample_indexes, tmp_path):
+    from conftest import error_lines
+
+    run_tool("search", "--index", sample_indexes / "impact", "--topics", sample_indexes / "queries.tsv", "--encoded",
+             "--output", tmp_path / "a.txt", "--hits", "10", check=True)
+    assert (tmp_path / "a.txt").read_text() == (sample_indexes / "run.splade.txt").read_text()
+    run_tool("search", "--index", sample_indexes / "bm25", "--topics", QUERIES, "--output", tmp_path / "b.txt",
+             "--hits", "10", "--threads", "2", check=True)
+    assert (tmp_path / "b.txt").read_text() == (sample_indexes / "run.bm25.txt").read_text()
+    run_tool("search", "--index", sample_indexes / "dense", "--topics", QUERIES, "--output", tmp_path / "c.txt",
+             "--hits", "10", check=True)
+    run_tool("search_dense", "--store", sample_indexes / "dense", "--queries", QUERIES, "--output", tmp_path / "d.txt",
+             "--hits", "10", check=True)
+    assert (tmp_path / "c.txt").read_text() == (tmp_path / "d.txt").read_text()
+    for args, message in [
+        (("--index", tmp_path / "nowhere", "--topics", QUERIES), "nowhere: no such index folder"),
+        (("--index", sample_indexes / "vectors", "--topics", QUERIES, "--encoder", "splade-tiny"), "not an index"),
+        (("--index", sample_indexes / "impact", "--topics", tmp_path / "none.tsv", "--encoder", "splade-tiny"),
+         "none.tsv"),
+        (("--index", sample_indexes / "impact", "--topics", QUERIES), "is an impact index: give the encoder"),
+        (("--index", f"{sample_indexes / 'impact'},{tmp_path / 'gone'}", "--topics", QUERIES, "--encoder", "splade-tiny"),
+         "gone: no such index folder"),
+    ]:
+        result = run_tool("search", *args, "--output", tmp_path / "x.txt")
+        assert result.returncode == 2 and len(error_lines(result)) == 1 and message in error_lines(result)[0], \
+            result.stderr
+        assert not (tmp_path / "x.txt").exists()

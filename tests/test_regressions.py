@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+import scifact_engines
 from conftest import REPO, run_tool
 
 # Encoding SciFact with MiniLM alone takes ~5 min on 2 cores: run only when asked for
@@ -32,7 +33,7 @@ CI_TIER = sorted(f"ci/{path.name}" for path in (REPO / "eval" / "regressions" / 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", REGRESSIONS + CI_TIER)
-def test_regression_reproduces_expected_metrics(name, shared_data, tmp_path):
+def test_regression_reproduces_expected_metrics(name, shared_data, tmp_path, tiny_encoder_only):
     result = run_tool("regress", REPO / "eval" / "regressions" / name, "--data-root", shared_data,
                       "--work", tmp_path / "work")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -42,6 +43,9 @@ def test_regression_reproduces_expected_metrics(name, shared_data, tmp_path):
     assert measured["environment"]["torch"] and measured["environment"]["threads"] >= 1
     if name == "scifact-splade-tiny.yaml":
         assert_on_the_fly_run_equals_pre_encoded(tmp_path / "work", shared_data / "scifact" / "queries.test.tsv")
+        scifact_engines.check_impact_engines(tmp_path / "work", shared_data, tmp_path, tiny_encoder_only)
+    if name == "scifact-bm25.yaml":
+        scifact_engines.check_bm25_search_command(tmp_path / "work", shared_data, tmp_path)
 
 
 ON_THE_FLY = """

@@ -1,0 +1,125 @@
+"""Checks of the engines layer on the real SciFact test set, run on the work folder of the
+scifact-bm25 and scifact-splade-tiny reproductions (tests/test_regressions.py), which built the
+full collection's indexes once already:
+
+- `python -m lsr_pyserini.search` writes the very runs of `lucene search --impact`, `lucene search
+  --bm25`, `seismic search` and (with several shard indexes) one index's run;
+- one `Searcher` used from 8 threads, all 300 test queries, 5 repetitions, returns exactly the
+  rankings it returns one query at a time, for the Lucene impact, sharded and Seismic engines, with
+  and without the dense re-ranker;
+- explanations add up to the score of every top-10 hit of every query (Lucene and Seismic).
+"""
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from conftest import run_tool
+
+THREADS, REPETITIONS = 8, 5
+
+
+def same_file(a: Path, b: Path) -> None:
+    assert a.read_text() == b.read_text(), f"{a} differs from {b}"
+
+
+def split_shards(vectors: Path, into: list[Path]) -> None:
+    """The shards' documents dealt round-robin into len(into) shard folders."""
+    handles = []
+    for folder in into:
+        folder.mkdir(parents=True)
+        handles.append(open(folder / "part-00000.jsonl", "w", encoding="utf-8"))
+    number = 0
+    for path in sorted(vectors.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+            handles[number % len(handles)].write(line)
+            number += 1
+    for handle in handles:
+        handle.close()
+
+
+def check_bm25_search_command(work: Path, data: Path, scratch: Path) -> None:
+    run_tool("search", "--engine", "bm25", "--index", work / "index", "--topics", data / "scifact" / "queries.test.tsv",
+             "--output", scratch / "run.bm25.search.txt", "--hits", "1000", "--threads", "2", "--quiet", check=True)
+    same_file(scratch / "run.bm25.search.txt", work / "run.bm25.txt")
+
+
+def check_impact_engines(work: Path, data: Path, scratch: Path, dense_model: Path) -> None:
+    import lsr_pyserini
+    from lsr_pyserini.core.readers import read_queries
+
+    queries_tsv = data / "scifact" / "queries.test.tsv"
+    lucene_run = work / "run.splade-tiny.txt"
+    # the search command: pre-encoded and on the fly, equal to `lucene search --impact`
+    run_tool("search", "--engine", "lucene", "--index", work / "index", "--topics", work / "queries.tsv", "--encoded",
+             "--output", scratch / "run.lucene.encoded.txt", "--hits", "1000", "--threads", "2", "--quiet", check=True)
+    same_file(scratch / "run.lucene.encoded.txt", lucene_run)
+    run_tool("search", "--index", work / "index", "--topics", queries_tsv, "--encoder", "splade-tiny",
+             "--output", scratch / "run.lucene.texts.txt", "--hits", "1000", "--quiet", check=True)
+    same_file(scratch / "run.lucene.texts.txt", lucene_run)
+    # Seismic: its own command and the search command
+    run_tool("seismic", "index", "--input", work / "vectors", "--index", scratch / "seismic", "--quiet", check=True)
+    run_tool("seismic", "search", "--index", scratch / "seismic", "--topics", work / "queries.tsv", "--output",
+             scratch / "run.seismic.command.txt", "--hits", "1000", check=True)
+    run_tool("search", "--index", scratch / "seismic", "--topics", work / "queries.tsv", "--encoded", "--output",
+             scratch / "run.seismic.search.txt", "--hits", "1000", "--threads", "2", "--quiet", check=True)
+    same_file(scratch / "run.seismic.search.txt", scratch / "run.seismic.command.txt")
+    # two shard indexes: `lucene search --index A,B` and `search --engine sharded` give the one index's run
+    shards = [scratch / "shard-a", scratch / "shard-b"]
+    split_shards(work / "vectors", shards)
+    for folder in shards:
+        run_tool("lucene", "index", "--collection", "JsonVectorCollection", "--input", folder, "--index",
+                 folder.with_name(folder.name + ".index"), "--generator", "DefaultLuceneDocumentGenerator", "--impact",
+                 "--pretokenized", "--threads", "2", check=True)
+    indexes = ",".join(str(folder.with_name(folder.name + ".index")) for folder in shards)
+    run_tool("lucene", "search", "--index", indexes, "--topics", work / "queries.tsv", "--output",
+             scratch / "run.sharded.lucene.txt", "--impact", "--hits", "1000", "--threads", "2", check=True)
+    same_file(scratch / "run.sharded.lucene.txt", lucene_run)
+    run_tool("search", "--engine", "sharded", "--index", indexes, "--topics", work / "queries.tsv", "--encoded",
+             "--output", scratch / "run.sharded.search.txt", "--hits", "1000", "--quiet", check=True)
+    same_file(scratch / "run.sharded.search.txt", lucene_run)
+
+    # a dense store for the re-ranker (a tiny random model: the mechanics, not the effectiveness)
+    run_tool("encode", "dense", "--model", dense_model, "--input", data / "scifact" / "corpus.jsonl.gz", "--output",
+             scratch / "dense", "--pooling", "mean", "--max-length", "64", "--quiet", check=True)
+    loaded = list(read_queries(str(queries_tsv)))
+    texts = [query.text for query in loaded]
+    indexes_list = indexes.split(",")
+    for index in (work / "index", indexes_list, scratch / "seismic"):
+        for reranker in (None, "dense"):
+            options = {"reranker": "dense", "store": str(scratch / "dense"), "interpolate": 0.5,
+                       "candidates": 100} if reranker else {}
+            searcher = lsr_pyserini.Searcher(index if isinstance(index, list) else str(index), encoder="splade-tiny",
+                                             **options)
+            alone = [searcher.search(text, k=10) for text in texts]
+            assert sum(len(hits) for hits in alone) > 2000
+            with ThreadPoolExecutor(THREADS) as pool:
+                for repetition in range(REPETITIONS):
+                    together = list(pool.map(lambda text: searcher.search(text, k=10), texts))
+                    assert together == alone, (searcher.engine.name, reranker, repetition)
+            if reranker is None and searcher.engine.name in ("lucene", "seismic"):
+                check_explanations(searcher, loaded)
+            searcher.close()
+
+
+def check_explanations(searcher, loaded) -> None:
+    """Every top-10 hit's contributions add up to its score: exactly the integer impact score
+    (Lucene's run score is that integer after Anserini's tie adjustment, below 1e-3 away)."""
+    from lsr_pyserini.core.shards import raw_score
+
+    results = searcher.batch_search([q.text for q in loaded], [q.id for q in loaded], k=10, threads=2, explain=True)
+    checked = 0
+    for qid, hits in results.items():
+        for hit in hits:
+            total = sum(match.contribution for match in hit.terms)
+            assert hit.explained == "score" and all(m.contribution > 0 for m in hit.terms)
+            if searcher.engine.name == "seismic":
+                assert total == hit.score, (qid, hit)
+            else:
+                assert total == raw_score(hit.score, qid) and abs(total - hit.score) < 1e-3, (qid, hit)
+            checked += 1
+    assert checked > 2500
+    docid = results[loaded[0].id][0].docid
+    assert searcher.doc(docid).strip()
+    json.dumps(docid)
