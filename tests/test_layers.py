@@ -90,3 +90,26 @@ def test_library_code_never_exits():
             if needle in text:
                 exits.append(f"{path.relative_to(REPO)}: {needle}")
     assert not exits, "\n".join(exits)
+
+
+def calls(tree: ast.AST, name: str) -> list[int]:
+    """Lines where `name(...)` is called (a plain name, not an attribute)."""
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name]
+
+
+def test_library_code_logs_and_never_prints():
+    """Library modules log (`logging.getLogger(__name__)`) and leave stderr to the commands: no
+    `print(` and no command helper `warn` outside the commands and core/cli.py, which shows the
+    records as `warning:` lines."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = module_name(path)
+        if name in COMMAND_MODULES or name == "core.cli":
+            continue
+        tree = ast.parse(path.read_text())
+        found += [f"{path.relative_to(REPO)}:{line} calls print(" for line in calls(tree, "print")]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and any(alias.name == "warn" for alias in node.names):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} imports warn from {node.module}")
+    assert not found, "\n".join(found)
