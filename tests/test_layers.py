@@ -11,7 +11,7 @@ PACKAGE = REPO / "lsr_pyserini"
 # rank of each layer; a module may import only modules of its own rank or lower
 CORE, STORES, MODELS, USES_MODELS, API, COMMANDS = range(6)
 COMMAND_MODULES = {"encode", "prepare", "expand", "rerank", "fuse", "search_dense", "bm25aug", "evaluate",
-                   "regress", "demo", "lucene", "seismic", "train.__main__", "ssr.__main__"}
+                   "regress", "demo", "lucene", "seismic", "jvm", "train.__main__", "ssr.__main__"}
 
 
 def layer(module: str) -> int:
