@@ -170,7 +170,8 @@ class ShardWriter:
             changed = sorted(k for k in set(previous.get("settings", {})) | set(self.settings)
                              if previous.get("settings", {}).get(k) != self.settings.get(k))
             raise InputError(f"{self.out_dir}: holds shards encoded with other settings "
-                             f"({', '.join(changed)} differ): choose another --output or pass --overwrite")
+                             f"({', '.join(changed)} {'differs' if len(changed) == 1 else 'differ'}): "
+                             f"choose another --output or pass --overwrite")
         return previous.get("shards", {})
 
     def _write_manifest(self, extra: dict) -> None:
