@@ -275,10 +275,14 @@ def encode_corpus(args, settings: dict) -> None:
     })
     if store is not None:
         store.finish(check.count, {"toolkit_version": __version__})
+    dense = f"; dense vectors in {args.dense_store}" if store else ""
+    if encoded_now == 0 and documents:  # a resumed run whose every shard was already written
+        print(f"{args.output} is already complete ({documents} documents in {len(sparse_writer.shards)} shard(s); "
+              f"manifest {sparse_writer.manifest}{dense}); nothing to encode", file=sys.stderr)
+        return
     print(f"encoded {documents} documents into {len(sparse_writer.shards)} shard(s) in {args.output} "
           f"({nonzeros / max(documents, 1):.1f} non-zero terms per document; "
-          f"manifest {sparse_writer.manifest})" + (f"; dense vectors in {args.dense_store}" if store else ""),
-          file=sys.stderr)
+          f"manifest {sparse_writer.manifest}){dense}", file=sys.stderr)
 
 
 def encode_dense(args) -> None:
