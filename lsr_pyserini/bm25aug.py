@@ -26,7 +26,7 @@ import argparse
 import subprocess
 import sys
 
-from .core.cli import fail, progress_bar, quiet_libraries, run_main, set_threads, warn
+from .core.cli import QUIET_HELP, fail, progress_bar, quiet_libraries, run_main, set_threads, warn
 from .core.devices import activate, add_device_args
 from .core.errors import InputError
 from .core.hf import load_tokenizer
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--overwrite", action="store_true",
                        help="replace an existing index and token shards of this tool (default: refuse the index, "
                             "resume the shards)")
-    index.add_argument("--quiet", action="store_true", help="no progress bar")
+    index.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     queries = sub.add_parser("queries", help="generate augmented, re-weighted BM25 queries")
     queries.add_argument("--model", required=True,
                          help="a `train bm25aug` output folder (or, with --no-augmentation --no-weighting, any "
@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     queries.add_argument("--batch-size", type=positive_int, default=32, help="queries per forward pass (default: 32)")
     queries.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     add_device_args(queries, "query model")
-    queries.add_argument("--quiet", action="store_true", help="no progress bar")
+    queries.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     return parser
 
 

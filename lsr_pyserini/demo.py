@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .core.cli import run_main
+from .core.cli import note, run_main
 from .core.errors import InputError
 from .core.readers import read_corpus, read_queries, read_run
 from .core.regression import load_regression, regress, report, substitute
@@ -53,13 +53,13 @@ def main(argv: list[str] | None = None) -> None:
     work = args.work.resolve() if args.work else Path(tempfile.mkdtemp(prefix="lsr-demo-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        measured, misses = regress(str(REGRESSION), SAMPLE_DIR.parent, work, threads=1)
+        measured, misses = regress(str(REGRESSION), SAMPLE_DIR.parent, work, threads=1, note=note, show=print)
         print()
         print(top_hits(work, args.query))
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
-    sys.exit(report(measured, misses))
+    sys.exit(report(measured, misses, note=note, show=print))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import __version__
 from .encoders.query import QueryEncoder, encoder_settings
-from .core.cli import progress_bar, quiet_libraries, run_main, set_threads, warn
+from .core.cli import QUIET_HELP, progress_bar, quiet_libraries, run_main, set_threads, warn
 from .core.devices import activate, add_device_args, current
 from .core.errors import InputError
 from .core.options import positive_float, positive_int, refuse_foreign
@@ -74,7 +74,7 @@ def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:
     add_device_args(parser, "encoder")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     add_quantize_arg(parser)
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)
 
 
 def add_parallel_args(parser: argparse.ArgumentParser) -> None:
@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_device_args(dense, "encoder")
     dense.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     add_quantize_arg(dense)
-    dense.add_argument("--quiet", action="store_true", help="no progress bar")
+    dense.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     add_parallel_args(dense)
     return parser
 
@@ -275,10 +275,14 @@ def encode_corpus(args, settings: dict) -> None:
     })
     if store is not None:
         store.finish(check.count, {"toolkit_version": __version__})
+    dense = f"; dense vectors in {args.dense_store}" if store else ""
+    if encoded_now == 0 and documents:  # a resumed run whose every shard was already written
+        print(f"{args.output} is already complete ({documents} documents in {len(sparse_writer.shards)} shard(s); "
+              f"manifest {sparse_writer.manifest}{dense}); nothing to encode", file=sys.stderr)
+        return
     print(f"encoded {documents} documents into {len(sparse_writer.shards)} shard(s) in {args.output} "
           f"({nonzeros / max(documents, 1):.1f} non-zero terms per document; "
-          f"manifest {sparse_writer.manifest})" + (f"; dense vectors in {args.dense_store}" if store else ""),
-          file=sys.stderr)
+          f"manifest {sparse_writer.manifest}){dense}", file=sys.stderr)
 
 
 def encode_dense(args) -> None:

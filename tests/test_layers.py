@@ -12,7 +12,7 @@ PACKAGE = REPO / "lsr_pyserini"
 # rank of each layer; a module may import only modules of its own rank or lower
 CORE, STORES, MODELS, USES_MODELS, ENGINES, API, COMMANDS = range(7)
 COMMAND_MODULES = {"encode", "prepare", "expand", "rerank", "fuse", "search_dense", "bm25aug", "evaluate",
-                   "regress", "demo", "lucene", "seismic", "search", "train.__main__", "ssr.__main__"}
+                   "regress", "demo", "lucene", "seismic", "search", "jvm", "train.__main__", "ssr.__main__"}
 
 
 def layer(module: str) -> int:
@@ -165,3 +165,26 @@ def test_no_import_circle_between_folders():
 def test_the_circle_check_finds_a_circle():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def calls(tree: ast.AST, name: str) -> list[int]:
+    """Lines where `name(...)` is called (a plain name, not an attribute)."""
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name]
+
+
+def test_library_code_logs_and_never_prints():
+    """Library modules log (`logging.getLogger(__name__)`) and leave stderr to the commands: no
+    `print(` and no command helper `warn` outside the commands and core/cli.py, which shows the
+    records as `warning:` lines."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = module_name(path)
+        if name in COMMAND_MODULES or name == "core.cli":
+            continue
+        tree = ast.parse(path.read_text())
+        found += [f"{path.relative_to(REPO)}:{line} calls print(" for line in calls(tree, "print")]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and any(alias.name == "warn" for alias in node.names):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno} imports warn from {node.module}")
+    assert not found, "\n".join(found)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -220,20 +221,21 @@ def test_ray_resumes_after_the_shards_an_earlier_run_completed(tiny_preset, loca
     assert without_timing(manifest_path(out)) == without_timing(manifest_path(clean))
 
 
-def test_more_workers_than_shards_are_cut_to_the_shard_count_with_a_warning(tiny_preset, tmp_path, capsys):
+def test_more_workers_than_shards_are_cut_to_the_shard_count_with_a_warning(tiny_preset, tmp_path, caplog):
     """The sample corpus in 2 shards of 7: --workers 5 runs 2 workers (none would get a shard), and
     one shard encodes in this process with all its cores; the bytes are one process's."""
     corpus = SAMPLE / "corpus.jsonl"
     clean, two, one = tmp_path / "clean", tmp_path / "two", tmp_path / "one"
     encoded("corpus", "--encoder", tiny_preset, "--input", corpus, "--output", clean, "--shard-size", "7")
-    capsys.readouterr()
+    caplog.clear()  # `encoded` passes --quiet: the warnings are log records, not lines on stderr
     encoded("corpus", "--encoder", tiny_preset, "--input", corpus, "--output", two, "--shard-size", "7",
             "--workers", "5")
-    warning = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    warning = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warning) == 1 and "--workers 5: the corpus makes 2 shard(s) of --shard-size 7" in warning[0]
+    caplog.clear()
     encoded("corpus", "--encoder", tiny_preset, "--input", corpus, "--output", one, "--shard-size", "100",
             "--workers", "2")
-    assert "--workers 2: the corpus makes 1 shard(s)" in capsys.readouterr().err
+    assert "--workers 2: the corpus makes 1 shard(s)" in caplog.text
     for out in (two, one):
         assert without_timing(manifest_path(out))["status"] == "complete"
     assert files_of(two) == files_of(clean)

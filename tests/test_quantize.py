@@ -57,7 +57,7 @@ def test_encode_records_int8_and_refuses_to_mix(tiny_preset, tmp_path):
     assert manifest["settings"]["encoder"]["quantize"] == "int8"
     assert manifest["settings"]["encoder"]["quantize_backend"].startswith("torch-")
     mixed = run_tool("encode", *args)  # float32 into int8 shards: refused, naming the difference
-    assert mixed.returncode == 2 and "other settings (encoder differ)" in error_lines(mixed)[0]
+    assert mixed.returncode == 2 and "other settings (encoder differs)" in error_lines(mixed)[0]
     queries = run_tool("encode", "queries", "--encoder", tiny_preset, "--input", SAMPLE / "queries.test.tsv",
                        "--output", tmp_path / "q.tsv", "--quantize", "int8", "--quiet")
     assert queries.returncode == 0, queries.stderr

@@ -68,7 +68,7 @@ def test_splade_pooling_without_the_full_logits_has_the_same_values_and_gradient
         assert float((g - e).norm()) <= 1e-4 * float(e.norm()) + 1e-6
 
 
-def test_training_data_checks(tmp_path, negatives, capsys):
+def test_training_data_checks(tmp_path, negatives, caplog):
     data = TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(negatives))
     assert len(data) == 7
     batches = data.epoch_batches(0, seed=1, batch_size=2, group_size=3)
@@ -86,7 +86,7 @@ def test_training_data_checks(tmp_path, negatives, capsys):
     sample.write_text("".join(line + "\n" for line in QUERIES.read_text().splitlines()[:2]))
     data = TrainingData(str(sample), str(QRELS), str(CORPUS), str(negatives))
     assert data.positives == {"q1": ["s1"], "q2": ["s3"]} and data.query_ids == ["q1", "q2"]
-    assert "qrels.test.trec: 7 lines name queries that are not in" in capsys.readouterr().err
+    assert "qrels.test.trec: 7 lines name queries that are not in" in caplog.text
     only_positives = tmp_path / "run"
     only_positives.write_text("q1 Q0 s1 1 9 bm25\nq2 Q0 s3 1 9 bm25\n")
     with pytest.raises(InputError, match="empty negatives pool"):

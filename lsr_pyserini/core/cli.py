@@ -1,17 +1,74 @@
 """What every command shares: one-line errors with a non-zero exit, warnings on stderr, progress
-bars and the torch thread count. Library code raises (`core/errors.py`); `run_main` turns those
-errors into one `error:` line and an exit status."""
+bars and the torch thread count. Library code raises (`core/errors.py`) and logs
+(`logging.getLogger(__name__)`); `run_main` turns those errors into one `error:` line and an exit
+status, and shows the library's log records on stderr as `warning: MESSAGE` lines (`--quiet`:
+none)."""
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import Callable, NoReturn
 
 from .errors import InputError, Interrupted, disk_full
 
+PACKAGE_LOGGER = "lsr_pyserini"  # every library module's logger is below it (logging.getLogger(__name__))
+
+
+class CommandMessages(logging.Handler):
+    """The package's log records as a command shows them on stderr: a warning as one
+    `warning: MESSAGE` line (none when `quiet`), an error as `error: MESSAGE`, a note (INFO: a
+    result, such as a fitted head's R^2) as its message alone. Writes to the `sys.stderr` of the
+    moment, so that a caller who redirects stderr (tests) gets the lines."""
+
+    quiet = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+            if record.levelno >= logging.ERROR:
+                line = f"error: {message}"
+            elif record.levelno >= logging.WARNING:
+                if self.quiet:
+                    return
+                line = f"warning: {message}"
+            else:
+                line = message
+            print(line, file=sys.stderr, flush=True)
+        except Exception:  # noqa: BLE001  (logging's own policy: a failing handler reports, never raises)
+            self.handleError(record)
+
+
+_MESSAGES = CommandMessages(logging.INFO)
+QUIET_HELP = "no progress bar and no warnings (results and errors still show)"
+
+
+def show_messages() -> None:
+    """Show the package's log records on stderr (idempotent): what a command does before anything
+    can warn. Records still propagate, so an application's or a test's own handlers see them too."""
+    package = logging.getLogger(PACKAGE_LOGGER)
+    if _MESSAGES not in package.handlers:
+        package.addHandler(_MESSAGES)
+    if package.level == logging.NOTSET:
+        package.setLevel(logging.INFO)
+
+
+def quiet_messages(quiet: bool) -> None:
+    """With `--quiet`, no warnings on stderr; notes and errors still show."""
+    show_messages()
+    _MESSAGES.quiet = quiet
+
 
 def warn(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    """A command's own warning: one `warning: MESSAGE` line on stderr (none with `--quiet`). Library
+    modules log instead (`logging.getLogger(__name__).warning(...)`)."""
+    show_messages()
+    logging.getLogger(f"{PACKAGE_LOGGER}.command").warning(message)
+
+
+def note(text: str) -> None:
+    """A command's progress line (or a block of lines) on stderr, shown at once."""
+    print(text, file=sys.stderr, flush=True)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -28,8 +85,10 @@ def progress_bar(total: int, quiet: bool, unit: str, desc: str | None = None):
 
 
 def quiet_libraries(quiet: bool) -> None:
-    """With `--quiet`, no progress bars from Hugging Face libraries either (transformers' "Loading
-    weights"), in this process and in the worker processes it starts (they inherit the variable)."""
+    """With `--quiet`, no warnings (`quiet_messages`) and no progress bars from Hugging Face
+    libraries either (transformers' "Loading weights"), in this process and in the worker processes
+    it starts (they inherit the variable)."""
+    quiet_messages(quiet)
     if not quiet:
         return
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when transformers is imported
@@ -51,6 +110,7 @@ def run_main(main: Callable[[], None]) -> None:
     """Run a command's main; bad input (and a full disk) becomes one `error:` line and exit status 2,
     an interruption one line saying how to resume and exit status 130."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    quiet_messages(False)  # until the command's --quiet says otherwise
     try:
         main()
     except InputError as err:

@@ -112,13 +112,18 @@ def effectiveness(qrels: str, runs: list[tuple[str, str]]) -> list[dict]:
     return rows
 
 
+def marked_significant(row: dict, key: str) -> bool:
+    """Whether `format_table` marks the row's `key` with an asterisk (p below SIGNIFICANCE_LEVEL)."""
+    p = row.get(f"{key}_p")
+    return p is not None and p < SIGNIFICANCE_LEVEL
+
+
 def format_table(rows: list[dict], columns: list[tuple[str, str]], footnote: str = "") -> str:
     def cell(row, key):
         value = row.get(key)
         if isinstance(value, float):
             text = f"{value:.4f}"
-            p = row.get(f"{key}_p")
-            return text + ("*" if p is not None and p < SIGNIFICANCE_LEVEL else " ")
+            return text + ("*" if marked_significant(row, key) else " ")
         return "" if value is None else str(value)
 
     header = [label for _, label in columns]

@@ -88,6 +88,47 @@ def find_java_home() -> Path:
     return home
 
 
+# where Java runtimes are usually installed (a macOS bundle keeps its runtime in Contents/Home)
+JVM_FOLDERS = ("/usr/lib/jvm", "/usr/java", "/opt/java", "/Library/Java/JavaVirtualMachines")
+NO_VECTOR_MODULE = (
+    f"lacks {VECTOR_MODULE}, which Pyserini's own commands and classes ask for: on it they stop with "
+    f"'Module {VECTOR_MODULE} not found'; `python -m lsr_pyserini.lucene` runs Pyserini's tools, and "
+    f"`lsr_pyserini.start_jvm()` before importing Pyserini its classes; for Pyserini's commands install a "
+    f"JDK {MIN_JAVA}+ and set JAVA_HOME to it"
+)
+
+
+def installed_runtimes(folders=JVM_FOLDERS) -> list[Path]:
+    """The Java runtimes (a folder with bin/java) in the usual install folders, by name, each once
+    (a link to another is left out)."""
+    found: dict[Path, Path] = {}
+    for folder in map(Path, folders):
+        if not folder.is_dir():
+            continue
+        for candidate in sorted(folder.iterdir(), key=lambda path: (path.is_symlink(), path.name)):
+            home = candidate / "Contents" / "Home" if (candidate / "Contents" / "Home").is_dir() else candidate
+            if (home / "bin" / "java").exists():
+                found.setdefault(home.resolve(), home)
+    return list(found.values())
+
+
+def pyserini_java_home(folders=JVM_FOLDERS) -> tuple[Path, bool]:
+    """The Java 21+ runtime to point JAVA_HOME at so that Pyserini's own commands and classes start
+    without this toolkit, and whether they start on it: Pyserini always asks the JVM for
+    jdk.incubator.vector. The toolkit's own runtime (`find_java_home`) when it has that module, else
+    the newest Java 21+ with it in the usual install folders, else the toolkit's own (False: only
+    the toolkit's commands and `start_jvm` can use it). JavaNotFound when there is no Java 21+."""
+    own = find_java_home()
+    if has_module(own, VECTOR_MODULE):
+        return own, True
+    usable = [(java_major_version(home) or 0, home) for home in installed_runtimes(folders)]
+    usable = [(version, home) for version, home in usable
+              if version >= MIN_JAVA and has_module(home, VECTOR_MODULE)]
+    if usable:
+        return max(usable, key=lambda pair: pair[0])[1], True
+    return own, False
+
+
 def anserini_jar() -> str:
     jar_dir = str(importlib.resources.files("pyserini.resources.jars").joinpath(""))
     jars = glob.glob(os.path.join(jar_dir, "anserini-*-fatjar.jar"))

@@ -21,6 +21,7 @@ import fcntl
 import hashlib
 import itertools
 import json
+import logging
 import os
 import shutil
 import socket
@@ -31,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from .cli import warn
 from .errors import InputError
+
+log = logging.getLogger(__name__)
 
 SCRATCH_MARK = ".lsr-pyserini-scratch"
 SNIFF_LINES = 100  # lines of an existing file read to recognise its kind
@@ -184,7 +186,7 @@ class OutputLock:
             os.close(fd)  # its holder removed it while we waited: lock the file now at that path
         previous = _holder(fd)
         if previous is not None:
-            warn(f"{self.path}: stale lock left by {_describe(previous)} (that process has ended); taking it over")
+            log.warning(f"{self.path}: stale lock left by {_describe(previous)} (that process has ended); taking it over")
         record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
                   "command": " ".join(sys.argv)}
         os.ftruncate(fd, 0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import math
 import os
 import re
@@ -26,6 +27,8 @@ from typing import Iterator
 
 from .errors import InputError
 from .hits import Run
+
+log = logging.getLogger(__name__)
 
 ID_FIELDS = ("_id", "id", "docid")
 TEXT_FIELDS = ("title", "text", "contents")
@@ -334,13 +337,11 @@ class CorpusCheck:
 
 def checked_corpus(source: str) -> CorpusCheck:
     """Validate the corpus once before encoding (ids, duplicates) and warn about empty texts."""
-    from .cli import warn
-
     check = CorpusCheck(source).run()
     if check.count == 0:
         raise InputError(f"{source}: corpus has no documents")
     if check.empty:
-        warn(f"{check.empty} of {check.count} documents have empty text; they are encoded anyway")
+        log.warning(f"{check.empty} of {check.count} documents have empty text; they are encoded anyway")
     return check
 
 

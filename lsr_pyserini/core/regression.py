@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -204,11 +205,16 @@ def substitute(template: str, variables: dict[str, str]) -> str:
                          f"(known: {', '.join('{' + k + '}' for k in variables)})") from None
 
 
-def run_step(index: int, step: str, variables: dict[str, str], log_dir: Path) -> float:
+Say = Callable[[str], None]  # one line (or block) of text for the user, written by the command
+
+
+def run_step(index: int, step: str, variables: dict[str, str], log_dir: Path, note: Say) -> float:
+    """Run one step, its output in LOG_DIR/step-NN-TOOL.log; `note` gets the command line, the time
+    it took, and the log's tail when it failed."""
     words = shlex.split(substitute(step, variables))  # the first word, a tool, was checked on loading
     command = [sys.executable, "-m", f"lsr_pyserini.{words[0]}", *words[1:]]
     log = log_dir / f"step-{index:02d}-{words[0]}.log"
-    print(f"[{index}] {' '.join(shlex.quote(w) for w in words)}", file=sys.stderr, flush=True)
+    note(f"[{index}] {' '.join(shlex.quote(w) for w in words)}")
     started = time.time()
     env = {**os.environ, "TQDM_MININTERVAL": "5"}
     with open(log, "w") as handle:
@@ -216,9 +222,9 @@ def run_step(index: int, step: str, variables: dict[str, str], log_dir: Path) ->
     elapsed = time.time() - started
     if result.returncode != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-15:]
-        print("\n".join(tail), file=sys.stderr)
+        note("\n".join(tail))
         raise InputError(f"step {index} ({words[0]}) failed with exit status {result.returncode}; log: {log}")
-    print(f"    done in {elapsed:.1f}s", file=sys.stderr, flush=True)
+    note(f"    done in {elapsed:.1f}s")
     return elapsed
 
 
@@ -308,9 +314,10 @@ def _efficiency_table(spec: dict, efficiency: dict) -> str:
     return format_table(rows, [(key, key) for key in ("efficiency", "figure", "measured", "expected")])
 
 
-def regress(path: str, data_root: Path, work: Path, threads: int,
-            train_threads: int | None = None) -> tuple[dict, list[str]]:
-    """Run the file's steps, measure its runs (and efficiency files), print the tables; returns
+def regress(path: str, data_root: Path, work: Path, threads: int, train_threads: int | None = None, *,
+            note: Say, show: Say) -> tuple[dict, list[str]]:
+    """Run the file's steps, measure its runs (and efficiency files), `show` the tables (`note`: the
+    progress, as `run_step`); returns
     ({run: {metric: value}, "efficiency": {name: {figure: value}}, "environment": {...}}, misses).
     `threads`: {threads} (indexing, search, encoding); `train_threads`: {train_threads}, the training
     steps' torch threads (default: the file's train_threads, the count its figures were measured with)."""
@@ -323,29 +330,29 @@ def regress(path: str, data_root: Path, work: Path, threads: int,
     log_dir = work / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     training = f", training on {train_threads} thread(s)" if train_threads else ""
-    print(f"regression {spec['name']}: {len(spec['steps'])} steps in {work}{training}", file=sys.stderr)
+    note(f"regression {spec['name']}: {len(spec['steps'])} steps in {work}{training}")
     for index, step in enumerate(spec["steps"], start=1):
-        run_step(index, step, variables, log_dir)
+        run_step(index, step, variables, log_dir, note)
     qrels = substitute(spec["qrels"], variables)
     measured: dict = {}
     for name, run in spec["runs"].items():
         values = evaluate_run(qrels, substitute(run, variables))
         measured[name] = {key: round(values.get(key, {}).get("all", 0.0), 4) for key, _ in METRICS}
-    print(_metrics_table(spec, measured))
+    show(_metrics_table(spec, measured))
     if "efficiency" in spec:
         measured[RESERVED_RUN] = {name: read_efficiency(substitute(entry["file"], variables))
                                   for name, entry in spec["efficiency"].items()}
-        print()
-        print(_efficiency_table(spec, measured[RESERVED_RUN]))
+        show("")
+        show(_efficiency_table(spec, measured[RESERVED_RUN]))
     misses = check_expectations(spec, measured)
     measured[ENVIRONMENT] = environment(threads=threads, train_threads=train_threads)
     return measured, misses
 
 
-def report(measured: dict, misses: list[str]) -> int:
-    """Print each missed expectation on stderr and the measured metrics (and efficiency figures) as
+def report(measured: dict, misses: list[str], note: Say, show: Say) -> int:
+    """`note` each missed expectation and `show` the measured metrics (and efficiency figures) as
     one JSON line (the last line of the output); the exit status: 1 when an expectation was missed."""
     for miss in misses:
-        print(f"MISS {miss}", file=sys.stderr)
-    print(json.dumps(measured, sort_keys=True))
+        note(f"MISS {miss}")
+    show(json.dumps(measured, sort_keys=True))
     return 1 if misses else 0

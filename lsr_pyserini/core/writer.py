@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
-from .cli import warn
 from .environment import environment
 from .errors import InputError, Interrupted, disk_full
 from .outputs import OutputKind, atomic_write, claim_output, sha256_file, written_aside
 from .readers import Document
+
+log = logging.getLogger(__name__)
 
 SHARD_PATTERN = "part-{:05d}.jsonl"
 DEFAULT_SHARD_SIZE = 10_000
@@ -94,15 +96,15 @@ class CheckedParts:
             if "sha256" not in entry:  # recorded by a version that kept no checksums
                 unchecked.append(path)
             elif entry["sha256"] != sha256_file(path):
-                warn(f"{path}: does not match the SHA-256 recorded when it was written (truncated or damaged); "
-                     f"writing it again")
+                log.warning(f"{path}: does not match the SHA-256 recorded when it was written (truncated or damaged); "
+                            f"writing it again")
             else:
                 self.entries[key] = entry
                 continue
             path.unlink()
         if unchecked:
-            warn(f"{folder}: {len(unchecked)} part(s) have no SHA-256 on record (written by an older version); "
-                 f"writing them again")
+            log.warning(f"{folder}: {len(unchecked)} part(s) have no SHA-256 on record (written by an older version); "
+                        f"writing them again")
 
     def path(self, index: int) -> Path:
         return self.folder / self.pattern.format(index)
@@ -168,7 +170,8 @@ class ShardWriter:
             changed = sorted(k for k in set(previous.get("settings", {})) | set(self.settings)
                              if previous.get("settings", {}).get(k) != self.settings.get(k))
             raise InputError(f"{self.out_dir}: holds shards encoded with other settings "
-                             f"({', '.join(changed)} differ): choose another --output or pass --overwrite")
+                             f"({', '.join(changed)} {'differs' if len(changed) == 1 else 'differ'}): "
+                             f"choose another --output or pass --overwrite")
         return previous.get("shards", {})
 
     def _write_manifest(self, extra: dict) -> None:

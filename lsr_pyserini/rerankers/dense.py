@@ -6,15 +6,18 @@ only relocates the checkpoint).
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from ..core.batching import encode_in_length_order
-from ..core.cli import warn
 from ..core.errors import InputError
 from ..encoders.dense import build_dense_encoder
 from ..stores.dense import DenseStore
 from .base import Option, register
 from .base import Reranker
+
+log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_SIZE = 32
 CHAT_TEMPLATE = Option("--chat-template", "Jinja chat template for a PromptReps tokenizer without one "
@@ -32,8 +35,8 @@ class DenseReranker(Reranker):
                              f"(build it with the matching encoder)")
         model = options.get("model")
         if model and model != settings.get("model"):
-            warn(f"queries are encoded with {model!r}; the store's documents were encoded with "
-                 f"{settings.get('model')!r} (it must be the same model)")
+            log.warning(f"queries are encoded with {model!r}; the store's documents were encoded with "
+                        f"{settings.get('model')!r} (it must be the same model)")
         self.options = options
         self.batch_size = int(options.get("batch_size") or DEFAULT_BATCH_SIZE)
         self._encoder = None

@@ -11,12 +11,12 @@
 """
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 
 import numpy as np
 
 from ..core.batching import encode_in_length_order
-from ..core.cli import warn
 from ..core.environment import cpuinfo_field
 from ..core.errors import InputError
 from ..core.jit import half_to_float, lowest_bit
@@ -24,6 +24,8 @@ from ..core.options import non_negative_float
 from ..stores.tokens import TokenRows
 from .base import Option, register
 from .base import Reranker
+
+log = logging.getLogger(__name__)
 
 
 def sum_of_max(similarities: np.ndarray, bounds: np.ndarray) -> np.ndarray:
@@ -231,8 +233,8 @@ class SSRReranker(Reranker):
         recorded = self.store.manifest["model"]
         model = options.get("model") or recorded
         if options.get("model") and options["model"] != recorded:
-            warn(f"queries are coded with {model!r}; the store's documents were coded with {recorded!r} "
-                 f"(it must be the same SSR model)")
+            log.warning(f"queries are coded with {model!r}; the store's documents were coded with {recorded!r} "
+                        f"(it must be the same SSR model)")
         self.coder = SSRCoder(model)
         sizes = (self.coder.model.token_sae.describe(), self.coder.model.cls_sae.describe())
         if sizes != (self.store.manifest["token_sae"], self.store.manifest["cls_sae"]):

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import __version__
 from ..core.batching import encode_in_length_order
-from ..core.cli import progress_bar, quiet_libraries, run_main, set_threads
+from ..core.cli import QUIET_HELP, progress_bar, quiet_libraries, run_main, set_threads
 from ..core.devices import activate, add_device_args
 from ..core.environment import environment
 from ..core.errors import InputError
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="replace existing shards and code store of this tool (default: refuse)")
     for command in (embed, fit, index):
         command.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
-        command.add_argument("--quiet", action="store_true", help="no progress bar")
+        command.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     return parser
 
 

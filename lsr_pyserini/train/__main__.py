@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..core.cli import quiet_libraries, run_main, set_threads
+from ..core.cli import QUIET_HELP, quiet_libraries, run_main, set_threads
 from ..core.devices import activate, add_device_args
 from ..core.options import (
     int_in,
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--seed", type=random_seed, default=42, help="random seed (default: 42)")
         p.add_argument("--save-every", type=positive_int, default=50, help="checkpoint every N steps (default: 50)")
         p.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
-        p.add_argument("--quiet", action="store_true", help="no progress bar")
+        p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
         add_device_args(p, "training steps")
         builder.add_arguments(p)
     return parser

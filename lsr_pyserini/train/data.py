@@ -7,12 +7,12 @@ seeded generator so a run is reproducible and resumable.
 """
 from __future__ import annotations
 
+import logging
 import random
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.cli import warn
 from ..core.readers import (
     InputError,
     check_unique,
@@ -24,6 +24,8 @@ from ..core.readers import (
     read_run,
     text_lines,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -76,7 +78,7 @@ class TrainingData:
         if not self.positives:
             raise InputError(f"{qrels}: no relevant (relevance > 0) pair for any query of {queries}")
         if other_queries:
-            warn(f"{qrels}: {other_queries} lines name queries that are not in {queries}; they are left out")
+            log.warning(f"{qrels}: {other_queries} lines name queries that are not in {queries}; they are left out")
         run = read_run(negatives)
         self.negatives: dict[str, list[str]] = {}
         for qid, positives in self.positives.items():
@@ -88,8 +90,8 @@ class TrainingData:
             raise InputError(f"{negatives}: empty negatives pool: the run has no non-relevant document "
                              f"for any training query (is it a run of {queries}?)")
         if missing:
-            warn(f"{missing} of {len(self.positives)} training queries have no hard negative in {negatives}; "
-                 f"they are left out")
+            log.warning(f"{missing} of {len(self.positives)} training queries have no hard negative in {negatives}; "
+                        f"they are left out")
         self.query_ids = sorted(self.negatives)
         self.teacher = None
         if teacher:
@@ -97,7 +99,7 @@ class TrainingData:
                             for q, scores in read_teacher(teacher).items()}
             missing = sum(d not in self.teacher.get(q, {}) for q, docs in self.positives.items() for d in docs)
             if missing:
-                warn(f"{teacher}: {missing} relevant pairs have no teacher score; they count as 0")
+                log.warning(f"{teacher}: {missing} relevant pairs have no teacher score; they count as 0")
 
     def __len__(self) -> int:
         return len(self.query_ids)

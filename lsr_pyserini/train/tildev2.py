@@ -15,7 +15,7 @@ BM25's ranking instead of from a random head.
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from itertools import islice
 
 import torch
@@ -30,6 +30,8 @@ from ..encoders.tildev2 import TildeV2Model
 from .base import register
 from .data import Batch
 from .losses import contrastive_loss, with_margin_mse
+
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,7 +120,7 @@ class TildeV2Family(torch.nn.Module):
         if args.bm25_init > 0:
             passages = [(d.id, d.text) for d in islice(read_corpus(args.corpus), args.bm25_init)]
             r2 = fit_head_to_bm25(self.model, self.tokenizer, passages, self.bm25, args.doc_max_length)
-            print(f"head fitted to the BM25 weights of {len(passages)} passages: R^2 {r2:.3f}", file=sys.stderr)
+            log.info(f"head fitted to the BM25 weights of {len(passages)} passages: R^2 {r2:.3f}")
 
     def tokenize(self, texts: list[str], **options) -> dict[str, torch.Tensor]:
         """A tokenizer batch on the model's device."""
