@@ -30,7 +30,7 @@ from .encoders import build_encoder
 from .encoders.base import SparseEncoder
 from .encoders.query import (DEFAULT_ENCODER, NUMERIC_SETTINGS, AugmentedBm25Queries, DenseQueries, QueryEncoder,
                              TextQueries, encoder_settings, is_bm25aug)
-from .engines import ENGINE_NAMES, build_engine, check_engine
+from .engines import available_engines, build_engine, check_engine
 
 __all__ = ["load_encoder", "encoder_settings", "QueryEncoder", "Searcher", "Hit", "DEFAULT_ENCODER",
            "NUMERIC_SETTINGS", "choose_engine"]
@@ -152,7 +152,11 @@ class Searcher:
         if interpolate is not None:
             interpolate = checked("interpolate", interpolate, probability)
         candidates = checked("candidates", candidates, positive_int)
-        if engine is not None and engine not in ENGINE_NAMES:
+        if bm25 is not None:
+            from .core.wordpiece_bm25 import bm25_check
+
+            bm25_check(*bm25)
+        if engine is not None and engine not in available_engines():
             check_engine(engine, {})  # the one-line refusal naming the engines
         shards = _shard_list(index)
         for path in shards or [index]:

@@ -28,7 +28,7 @@ from .core.hits import Run
 from .core.options import non_negative_float, positive_float, positive_int
 from .core.outputs import TREC_RUN, claim_output
 from .core.writer import run_lines
-from .engines import ENGINE_NAMES
+from .engines import available_engines
 
 DEFAULT_TAGS = {"seismic": "seismic", "dense": "dense"}  # else Pyserini's "Anserini"
 
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--index", required=True,
                         help="index folder (Lucene, Seismic or dense store), or several Lucene impact indexes "
                              "separated by commas (sharded)")
-    parser.add_argument("--engine", choices=ENGINE_NAMES, help="engine (default: chosen from the index)")
+    parser.add_argument("--engine", choices=available_engines(), help="engine (default: chosen from the index)")
     parser.add_argument("--topics", required=True, help="qid<TAB>text TSV (with --encoded: the TSV of `encode queries`)")
     parser.add_argument("--output", required=True, help="TREC run to write (atomically)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing run file (default: refuse)")
