@@ -185,7 +185,7 @@ def check_index_scoring(args: list[str]) -> None:
     """Before Pyserini searches one index folder: an impact index searched without --impact (BM25
     over impacts: a wrong run) or a BM25 index searched with it stops in one line when the toolkit
     recorded the index's kind; an unrecorded index whose term frequencies look like impacts gets a
-    warning. Several shard indexes (`--index A,B`) and dense searches are checked elsewhere."""
+    warning. Several shard indexes (`--index A,B`: `sharded_index`) and dense searches are left alone."""
     position = option_position(args, ("--index", "-index"))
     if position is None or "--dense" in args or not os.path.isdir(args[position]):
         return  # a prebuilt index name, a missing folder (Pyserini says so) or A,B shard indexes
@@ -268,7 +268,8 @@ def given_paths_shown(original: list[str], handed: list[str]):
     renames = {}
     for given, temporary in zip(original, handed):
         if given != temporary:
-            given, temporary = given.split("=", 1)[-1], temporary.split("=", 1)[-1]  # --topics=FILE
+            if given.startswith("--") and "=" in given:  # --topics=FILE
+                given, temporary = given.split("=", 1)[1], temporary.split("=", 1)[1]
             renames[temporary] = given
     stdout = sys.stdout
     sys.stdout = _GivenPaths(stdout, renames) if renames else stdout
