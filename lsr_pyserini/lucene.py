@@ -17,6 +17,13 @@ wrapper's own flag `--overwrite` (taken out of ARGS), and anything else at that 
 An index built from `encode corpus` shards gets INDEX.lsr.json beside it, naming the shards'
 manifest and their quantisation (`"quantize": "int8"` or `"none"`, docs/quantization.md).
 
+Before Pyserini searches, what it would get wrong without saying so stops in one line: an index
+the toolkit recorded as an impact index (INDEX.lsr.json, or `bm25aug index --scoring bow`) searched
+without `--impact`, a `bm25aug` BM25 index searched with it, and a TSV topics line that is not
+`qid<TAB>text` (Pyserini would leave that query out of the run). An unrecorded index whose term
+frequencies look like impacts, searched without `--impact`, gets a warning. Pyserini's own
+`saving to RUN` line names the paths given, not the temporary ones.
+
 Sharded impact indexes (docs/scaling.md): `search --index A,B,C --impact --topics ENCODED.tsv ...`
 goes through the sharded engine (engines/sharded.py), not Pyserini's command: each shard index is
 searched for the top --hits and merged into exactly the run one index over all the documents
@@ -31,6 +38,7 @@ import os
 import runpy
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from .core.cli import fail, run_main, warn
@@ -49,12 +57,22 @@ TOPIC_PATH_TRAPS = ("cacm", "beir")
 TSV_SUFFIXES = (".tsv", ".tsv.gz", ".txt", ".txt.gz")
 
 
+def refuse_untabbed_topic(path: str, lines: list[str]) -> None:
+    """A TSV topics line that is not `qid<TAB>text` (a blank line aside) stops the search in one line
+    naming it: Pyserini would drop that query from the run without saying so."""
+    for line_no, line in enumerate(lines, start=1):
+        qid, tab, _ = line.partition("\t")
+        if line.strip() and not (tab and qid.strip()):
+            raise InputError(f"{path}:{line_no}: expected 'qid<TAB>query text'")
+
+
 def neutral_topics_path(path: str, scratch: Path) -> str:
     """A link to a TSV topics file under a name Pyserini reads as plain TSV (a copy without the
     queries that have no text, when it has some)."""
     if os.path.isfile(path) and path.endswith(".tsv"):
         with open(path, encoding="utf-8") as handle:
             lines = handle.readlines()
+        refuse_untabbed_topic(path, lines)
         kept = [line for line in lines if line.partition("\t")[2].strip()]
         if len(kept) < len(lines):
             warn(f"{path}: {len(lines) - len(kept)} queries have no text (no term); they retrieve nothing")
@@ -127,6 +145,70 @@ def record_encoding(args: list[str], index: Path) -> None:
         fields.update({"shards_manifest": str(manifest), "quantize": encoder.get("quantize", "none"),
                        **{k: v for k, v in encoder.items() if k.startswith("quantize_")}})
     atomic_write(record, [json.dumps(fields, indent=2) + "\n"])
+
+
+IMPACT_LIKE_FREQUENCY = 10  # mean term frequency per posting: SciFact's BM25 index 1.6, its SPLADE-tiny index 70.7
+
+
+def recorded_scoring(index: Path) -> tuple[str, str] | None:
+    """("impact" or "bm25", what says so) for an index whose kind the toolkit recorded
+    (core/indexes.py): INDEX.lsr.json beside it (every index `lucene index` builds), or `bm25aug
+    index`'s INDEX/lsr_tokenizer.json (`--scoring bow`: impacts of 1; `bm25`: text); else None."""
+    from .core.indexes import UNKNOWN, encoding_record, lucene_index_kind
+    from .core.wordpiece_bm25 import TOKENIZER_RECORD
+
+    try:
+        kind = lucene_index_kind(index)
+    except InputError:
+        return None  # not a Lucene index: Pyserini says so
+    if kind == UNKNOWN:
+        return None
+    record = encoding_record(index)
+    if record is not None:
+        built = "built from `encode corpus` shards" if record.get("shards_manifest") else \
+            f"built {'with' if kind == IMPACT else 'without'} --impact"
+        return kind, f"{encoding_record_path(index).name} beside it: {built}"
+    return kind, f"{TOKENIZER_RECORD}: built by `bm25aug index --scoring {'bow' if kind == IMPACT else 'bm25'}`"
+
+
+def mean_term_frequency(index: Path) -> float | None:
+    """Mean frequency of a term in a document of the `contents` field (None: not readable as a
+    Lucene index with that field). The JVM must be running."""
+    from jnius import JavaException, autoclass
+
+    try:
+        reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
+            autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.nio.file.Paths").get(str(index))))
+    except JavaException:
+        return None
+    try:
+        postings = reader.getSumDocFreq("contents")
+        return reader.getSumTotalTermFreq("contents") / postings if postings > 0 else None
+    finally:
+        reader.close()
+
+
+def check_index_scoring(args: list[str]) -> None:
+    """Before Pyserini searches one index folder: an impact index searched without --impact (BM25
+    over impacts: a wrong run) or a BM25 index searched with it stops in one line when the toolkit
+    recorded the index's kind; an unrecorded index whose term frequencies look like impacts gets a
+    warning. Several shard indexes (`--index A,B`: `sharded_index`) and dense searches are left alone."""
+    position = option_position(args, ("--index", "-index"))
+    if position is None or "--dense" in args or not os.path.isdir(args[position]):
+        return  # a prebuilt index name, a missing folder (Pyserini says so) or A,B shard indexes
+    index, impact = Path(args[position]), "--impact" in args
+    kind = recorded_scoring(index)
+    if kind is not None:
+        if kind[0] == "impact" and not impact:
+            raise InputError(f"{index} is an impact index ({kind[1]}): add --impact "
+                             f"(without it Lucene scores the impacts as BM25 term counts)")
+        if kind[0] == "bm25" and impact:
+            raise InputError(f"{index} is a BM25 index ({kind[1]}): leave out --impact")
+        return
+    frequency = None if impact else mean_term_frequency(index)
+    if frequency is not None and frequency >= IMPACT_LIKE_FREQUENCY:
+        warn(f"{index}: a term occurs {frequency:.1f} times per document on average, as in an impact index "
+             f"(text gives 1 to 3): if it is one, search it with --impact")
 
 
 def sharded_index(args: list[str]) -> str | None:
@@ -209,6 +291,40 @@ def search_shards(args: list[str], overwrite: bool) -> int:
     return 0
 
 
+class _GivenPaths:
+    """sys.stdout for Pyserini's tool: its own lines (`Running T topics, saving to R...`) name the
+    paths the user gave, not the temporary run and topics link the wrapper handed it."""
+
+    def __init__(self, stream, renames: dict[str, str]):
+        self.stream, self.renames = stream, renames
+
+    def write(self, text: str) -> int:
+        for temporary, given in self.renames.items():
+            text = text.replace(temporary, given)
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+@contextmanager
+def given_paths_shown(original: list[str], handed: list[str]):
+    """While Pyserini runs, its stdout names each argument as the user gave it (`original`), not as
+    it was handed over (`handed`, the same options with temporary paths)."""
+    renames = {}
+    for given, temporary in zip(original, handed):
+        if given != temporary:
+            if given.startswith("--") and "=" in given:  # --topics=FILE
+                given, temporary = given.split("=", 1)[1], temporary.split("=", 1)[1]
+            renames[temporary] = given
+    stdout = sys.stdout
+    sys.stdout = _GivenPaths(stdout, renames) if renames else stdout
+    try:
+        yield
+    finally:
+        sys.stdout = stdout
+
+
 def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
     """Run one of Pyserini's Lucene command-line tools in this process; its exit status."""
     original = list(args)
@@ -219,6 +335,8 @@ def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
         start_jvm()
     except JavaNotFound as err:
         fail(str(err))
+    if tool == "search":
+        check_index_scoring(original)
     module = TOOLS[tool]
     code = 0
     with tempfile.TemporaryDirectory(prefix="lsr-topics-") as scratch:
@@ -226,7 +344,8 @@ def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
             args = rewrite_topics(args, Path(scratch))
         sys.argv = [module] + args
         try:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            with given_paths_shown(original, args):
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         except BaseException:

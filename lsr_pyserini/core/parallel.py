@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
+import threading
 from collections import deque
+from contextlib import contextmanager
 from typing import Iterator
 
 from .errors import InputError
@@ -104,6 +107,45 @@ def import_ray():
     return ray
 
 
+# A line of Ray's C++ backend: "[2026-12-03 10:04:49,802 E 12581 12581] core_worker.cc:2465: ..." from
+# this process, "(pid=gcs_server) [... E 17518 17518] (gcs_server) gcs_actor_scheduler.cc:538: ..."
+# forwarded from Ray's own processes, with the colour codes around it.
+_COLOUR = rb"(?:\x1b\[[0-9;]*m)*"
+RAY_BACKEND_LINE = re.compile(
+    _COLOUR + rb"(?:\([^)\n]*\)" + _COLOUR + rb" )?\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [DIWE] \d+ \d+\] "
+    rb"(?:\([\w.-]+\) )?[\w.]+:\d+: [^\n]*\n?")
+
+
+@contextmanager
+def ray_backend_lines_dropped():
+    """While Ray Data runs the actors (and Ray shuts down), the lines Ray's C++ backend writes to
+    this process's stderr are dropped: on every run, a successful one too, it logs at error level
+    that each actor "has constructor arguments in the object store and max_restarts > 0" (Ray
+    Data's own arguments, a known Ray issue, nothing to act on), and at shutdown that the stopped
+    actors could not be killed. Its failures still reach this process as exceptions. Everything
+    else written to stderr (the progress bar, warnings, the actors' own output) passes unchanged."""
+    stderr = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def forward():
+        while chunk := os.read(read_end, 65536):
+            kept = RAY_BACKEND_LINE.sub(b"", chunk)
+            if kept:
+                os.write(stderr, kept)
+
+    thread = threading.Thread(target=forward, name="ray-stderr", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        os.dup2(stderr, 2)  # the pipe's last writer is gone: the thread reads the rest, then stops
+        thread.join(timeout=5)
+        os.close(read_end)
+        os.close(stderr)
+
+
 class ShardActor:
     """A Ray Data actor: builds the recipe's model once, then encodes one shard per row."""
 
@@ -136,11 +178,13 @@ def ray_shards(recipe, progress, address: str | None = None, actors: int | None 
     import logging
 
     logging.getLogger("ray.data").setLevel(logging.ERROR)  # its plan and stats lines; errors still show
-    if not ray.is_initialized():
+    started_here = not ray.is_initialized()
+    if started_here:  # logging_level: Ray's notes ("Started a local Ray instance.") off
         if address:
-            ray.init(address=address, include_dashboard=False, log_to_driver=not quiet)
+            ray.init(address=address, include_dashboard=False, log_to_driver=not quiet, logging_level=logging.ERROR)
         else:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=not quiet)
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=not quiet,
+                     logging_level=logging.ERROR)
     cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
     if actors is None:
         gpus = int(ray.cluster_resources().get("GPU", 0))
@@ -163,12 +207,15 @@ def ray_shards(recipe, progress, address: str | None = None, actors: int | None 
             compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=max(1, min(actor_threads, cpus // actors)) if not gpus_per_actor else 1,
             num_gpus=gpus_per_actor or None)
         try:
-            for row in dataset.iter_rows():
-                index = int(row["index"])
-                shard = shards.pop(index)
-                records = recipe.records(shard, pickle.loads(row["encoded"]))
-                progress.update(len(shard))
-                yield index, shard, records
+            with ray_backend_lines_dropped():
+                for row in dataset.iter_rows():
+                    index = int(row["index"])
+                    shard = shards.pop(index)
+                    records = recipe.records(shard, pickle.loads(row["encoded"]))
+                    progress.update(len(shard))
+                    yield index, shard, records
+                if started_here:  # now rather than at exit, where its last backend lines would show
+                    ray.shutdown()
         except ray.exceptions.RayTaskError as err:
             cause = getattr(err, "cause", None)
             if isinstance(cause, InputError):
