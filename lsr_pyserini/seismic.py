@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from .core.cli import progress_bar, run_main
+from .core.cli import QUIET_HELP, progress_bar, quiet_messages, run_main
 from .core.options import float_in, int_in, positive_float, positive_int
 from .core.outputs import TREC_RUN, claim_output
 from .core.writer import run_lines
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--large-vocabulary", choices=LARGE_VOCABULARY_CHOICES, default="auto",
                        help="over 65,536 terms: auto uses Seismic's 32-bit index, never refuses (default: auto)")
     index.add_argument("--threads", type=int_in(0), default=0, help="build threads (default: 0, all cores)")
-    index.add_argument("--quiet", action="store_true", help="no progress bar")
+    index.add_argument("--quiet", action="store_true", help=QUIET_HELP)
 
     search = commands.add_parser("search", help="search a Seismic index with an impact query TSV",
                                  description="Search a Seismic index; write a TREC run.")
@@ -74,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    quiet_messages(getattr(args, "quiet", False))
     require_seismic()
     if args.command == "index":
         build = SeismicBuild(n_postings=args.n_postings, centroid_fraction=args.centroid_fraction,
