@@ -79,7 +79,7 @@ def test_refuses_other_settings_and_foreign_folders(tmp_path):
     out = tmp_path / "vectors"
     writer = ShardWriter(str(out), {"model": "a"})
     write_corpus_shards(iter(documents(2)), writer, 5, records, Progress(), 2, "vectors")
-    with pytest.raises(InputError, match="other settings \\(model differ\\)"):
+    with pytest.raises(InputError, match="other settings \\(model differs\\)"):
         ShardWriter(str(out), {"model": "b"})
     ShardWriter(str(out), {"model": "b"}, overwrite=True)
     assert list(out.iterdir()) == []
