@@ -18,7 +18,6 @@ and dense stores, each with any registered re-ranker on top, through the same sc
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from .core.devices import placed
@@ -56,15 +55,6 @@ def _shard_list(index) -> list[str] | None:
     return None
 
 
-def _is_dense_store(folder: Path) -> bool:
-    from .stores.dense import MANIFEST_FILE, STORE_FORMAT
-
-    try:
-        return json.loads((folder / MANIFEST_FILE).read_text()).get("format") == STORE_FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def choose_engine(index, encoder_family: str | None) -> str:
     """The engine for `index` (checked before any model is loaded): `sharded` for several indexes,
     `seismic` for a Seismic index, `dense` for a dense store, else `lucene` for an impact index and
@@ -74,11 +64,13 @@ def choose_engine(index, encoder_family: str | None) -> str:
     folder = Path(index)
     if not folder.exists():
         raise InputError(f"{index}: no such index folder")
+    from .stores.dense import DENSE_STORE
     from .stores.seismic import MANIFEST as SEISMIC_MANIFEST
+    from .stores.seismic import SEISMIC_INDEX
 
-    if (folder / SEISMIC_MANIFEST).is_file():
+    if SEISMIC_INDEX.recognise(folder):
         return "seismic"
-    if _is_dense_store(folder):
+    if DENSE_STORE.recognise(folder):
         return "dense"
     try:
         kind = lucene_index_kind(folder)
@@ -103,12 +95,12 @@ def _check_pairing(index, engine: str, settings: dict | None, encoder: str | Non
         if family == "bm25aug":
             raise InputError(f"encoder {encoder!r} is a bm25aug model: it searches a WordPiece BM25 index "
                              f"(engine 'bm25'), not engine {engine!r}")
-        if engine == "lucene" and lucene_index_kind(index) == BM25:
+        if engine == "lucene" and isinstance(index, str) and lucene_index_kind(index) == BM25:
             raise InputError(f"{index} is a BM25 index: search it without an encoder (encoder {encoder!r} gives "
                              f"impacts, which BM25 term frequencies do not match)")
     elif engine == "bm25":
         if settings is not None and family != "bm25aug":
-            if lucene_index_kind(index) == IMPACT:
+            if isinstance(index, str) and lucene_index_kind(index) == IMPACT:
                 raise InputError(f"{index} is an impact index: search it with engine 'lucene' (BM25 takes no encoder, "
                                  f"or a bm25aug checkpoint)")
             raise InputError(f"encoder {encoder!r} makes impact queries, but {index} is searched with BM25: "
@@ -175,7 +167,7 @@ class Searcher:
             raise InputError(f"bm25=(k1, b) applies to BM25 indexes, not to engine {name!r}")
         check_engine(name, engine_options)
         _check_pairing(shards or index, name, settings, encoder)
-        self.query_side = self._query_side(name, index, settings, encoder_options, engine_options)
+        self.query_side = self._query_side(name, index, settings, encoder_options)
         if name == "bm25" and is_bm25aug(settings):
             engine_options.setdefault("k1", self.query_side.bm25[0])
             engine_options.setdefault("b", self.query_side.bm25[1])
@@ -185,7 +177,7 @@ class Searcher:
         self.store, self.interpolate, self.fusion, self.candidates = store, interpolate, fusion, candidates
 
     @staticmethod
-    def _query_side(engine, index, settings, encoder_options, engine_options):
+    def _query_side(engine, index, settings, encoder_options):
         if engine == "dense":
             return DenseQueries(index, **encoder_options)
         if settings is None:

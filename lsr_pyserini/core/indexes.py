@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from .errors import InputError
+from .outputs import LUCENE_INDEX
 from .wordpiece_bm25 import TOKENIZER_RECORD
 
 ENCODING_RECORD = ".lsr.json"  # INDEX.lsr.json, beside the index: Lucene's folder holds Lucene's files only
@@ -23,8 +24,7 @@ IMPACT, BM25, UNKNOWN = "impact", "bm25", "unknown"
 
 
 def is_lucene_index(path: str | Path) -> bool:
-    folder = Path(path)
-    return folder.is_dir() and any(folder.glob("segments_*"))
+    return LUCENE_INDEX.recognise(Path(path))
 
 
 def encoding_record_path(index: str | Path) -> Path:

@@ -10,10 +10,8 @@ import logging
 
 import numpy as np
 
-from ..core.batching import encode_in_length_order
 from ..core.errors import InputError
-from ..encoders.dense import build_dense_encoder
-from ..stores.dense import DenseStore
+from ..encoders.query import DenseQueries
 from .base import Option, register
 from .base import Reranker
 
@@ -28,33 +26,31 @@ class DenseReranker(Reranker):
     family: str | None = None  # the encoder family the store must hold (None: any)
 
     def __init__(self, store: str, options: dict):
-        self.store = DenseStore(store)
+        model = options.get("model")
+        # the query side the dense engine uses too: the store, and its encoder built once on first use
+        # (bad runs fail before a model is loaded), whichever thread asks first
+        self.queries = DenseQueries(store, model, int(options.get("batch_size") or DEFAULT_BATCH_SIZE),
+                                    options.get("chat_template"))
+        self.store = self.queries.store
         settings = self.store.encoder_settings
         if self.family and settings.get("family") != self.family:
             raise InputError(f"{store}: store was encoded by {settings.get('family')!r}, not {self.family!r} "
                              f"(build it with the matching encoder)")
-        model = options.get("model")
         if model and model != settings.get("model"):
             log.warning(f"queries are encoded with {model!r}; the store's documents were encoded with "
                         f"{settings.get('model')!r} (it must be the same model)")
         self.options = options
-        self.batch_size = int(options.get("batch_size") or DEFAULT_BATCH_SIZE)
-        self._encoder = None
-        self._overrides = {"model": model}
-        if settings.get("family") == "promptreps":
-            self._overrides["chat_template"] = options.get("chat_template")
+        self.batch_size = self.queries.batch_size
 
     @property
     def encoder(self):
-        if self._encoder is None:  # loaded on first use: bad runs fail before a model is loaded
-            self._encoder = build_dense_encoder(self.store.encoder_settings, self._overrides)
-        return self._encoder
+        return self.queries.encoder
 
     def missing(self, docids: set[str]) -> list[str]:
         return self.store.missing(sorted(docids))
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        rows = encode_in_length_order(self.encoder.encode_queries, texts, self.batch_size)
+        rows = self.queries.queries([], texts)
         return np.stack(rows) if rows else np.zeros((0, self.store.index.d), dtype=np.float32)
 
     def score(self, query_ids, query_texts, candidates):
