@@ -87,6 +87,8 @@ def choose_engine(index, encoder_family: str | None) -> str:
 def _check_pairing(index, engine: str, settings: dict | None, encoder: str | None) -> None:
     """One line for an encoder that does not fit the engine or the index (nothing loaded yet)."""
     family = None if settings is None else settings.get("family")
+    if isinstance(index, list) and engine != "sharded":
+        raise InputError(f"engine {engine!r} searches one index; several shard indexes: engine 'sharded'")
     if engine in IMPACT_ENGINES:
         if settings is None:
             what = "an impact index" if engine == "lucene" else f"searched by engine {engine!r}"
@@ -95,12 +97,12 @@ def _check_pairing(index, engine: str, settings: dict | None, encoder: str | Non
         if family == "bm25aug":
             raise InputError(f"encoder {encoder!r} is a bm25aug model: it searches a WordPiece BM25 index "
                              f"(engine 'bm25'), not engine {engine!r}")
-        if engine == "lucene" and isinstance(index, str) and lucene_index_kind(index) == BM25:
+        if engine == "lucene" and lucene_index_kind(index) == BM25:
             raise InputError(f"{index} is a BM25 index: search it without an encoder (encoder {encoder!r} gives "
                              f"impacts, which BM25 term frequencies do not match)")
     elif engine == "bm25":
         if settings is not None and family != "bm25aug":
-            if isinstance(index, str) and lucene_index_kind(index) == IMPACT:
+            if lucene_index_kind(index) == IMPACT:
                 raise InputError(f"{index} is an impact index: search it with engine 'lucene' (BM25 takes no encoder, "
                                  f"or a bm25aug checkpoint)")
             raise InputError(f"encoder {encoder!r} makes impact queries, but {index} is searched with BM25: "

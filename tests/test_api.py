@@ -201,6 +201,8 @@ def test_wrong_pairings_are_refused_before_any_model_loads(sample_indexes, monke
          "is an impact index: search it with engine 'lucene'"),
         ({"index": str(sample_indexes / "bm25"), "encoder": "splade-tiny", "engine": "lucene"}, "is a BM25 index"),
         ({"index": str(sample_indexes / "dense"), "encoder": "splade-tiny"}, "engine 'dense' encodes queries"),
+        ({"index": [str(sample_indexes / "impact")] * 2, "encoder": "splade-tiny", "engine": "lucene"},
+         "engine 'lucene' searches one index; several shard indexes: engine 'sharded'"),
     ]
     for kwargs, message in cases:
         with pytest.raises(InputError, match=message):
