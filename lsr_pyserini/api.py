@@ -256,5 +256,10 @@ class Searcher:
             raise NotFound(f"{docid!r}: no such document in {self.index}")
         return text
 
+    def docs(self, docids: list[str]) -> list[str | None]:
+        """Several documents' texts in one step, None for an id the collection does not hold (an
+        InputError where neither the index nor its shards keep texts)."""
+        return self.engine.docs([str(docid) for docid in docids])
+
     def close(self) -> None:
         self.engine.close()

@@ -25,25 +25,12 @@ from .core.cli import QUIET_HELP, progress_bar, quiet_libraries, run_main
 from .core.devices import add_device_args
 from .core.errors import InputError
 from .core.hits import Run
-from .core.options import non_negative_float, positive_float, positive_int
+from .core.options import engine_option, non_negative_float, positive_float, positive_int
 from .core.outputs import TREC_RUN, claim_output
 from .core.writer import run_lines
 from .engines import available_engines
 
 DEFAULT_TAGS = {"seismic": "seismic", "dense": "dense"}  # else Pyserini's "Anserini"
-
-
-def engine_option(text: str) -> tuple[str, object]:
-    """KEY=VALUE, the value read as a number or true/false where it is one."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
-    for kind in (int, float):
-        try:
-            return key, kind(value)
-        except ValueError:
-            pass
-    return key, {"true": True, "false": False}.get(value.lower(), value)
 
 
 def build_parser() -> argparse.ArgumentParser:

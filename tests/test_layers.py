@@ -10,9 +10,10 @@ from conftest import REPO
 
 PACKAGE = REPO / "lsr_pyserini"
 # rank of each layer; a module may import only modules of its own rank or lower
-CORE, STORES, MODELS, USES_MODELS, ENGINES, API, COMMANDS = range(7)
+CORE, STORES, MODELS, USES_MODELS, ENGINES, API, SERVICE, COMMANDS = range(8)
 COMMAND_MODULES = {"encode", "prepare", "expand", "rerank", "fuse", "search_dense", "bm25aug", "evaluate",
-                   "regress", "demo", "lucene", "seismic", "search", "jvm", "train.__main__", "ssr.__main__"}
+                   "regress", "demo", "lucene", "seismic", "search", "jvm", "train.__main__", "ssr.__main__",
+                   "serve.__main__"}
 
 
 def layer(module: str) -> int:
@@ -21,7 +22,8 @@ def layer(module: str) -> int:
         return COMMANDS
     top = module.split(".")[0]
     return {"core": CORE, "stores": STORES, "encoders": MODELS, "ssr": MODELS, "rerankers": USES_MODELS,
-            "train": USES_MODELS, "engines": ENGINES, "api": API, "": API, "sample": CORE}[top]
+            "train": USES_MODELS, "engines": ENGINES, "api": API, "": API, "sample": CORE,
+            "serve": SERVICE}[top]
 
 
 def module_name(path: Path) -> str:

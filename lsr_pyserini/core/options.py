@@ -134,3 +134,16 @@ def refuse_foreign(given: Iterable[str], owners: Mapping[str, Collection[str]], 
         if repr(chosen) not in names:
             listed = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
             raise InputError(f"{option} is an option of the {listed} {kind[len(names) != 1]}, not of {chosen!r}")
+
+
+def engine_option(text: str) -> tuple[str, object]:
+    """KEY=VALUE, the value read as a number or true/false where it is one."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE")
+    for kind in (int, float):
+        try:
+            return key, kind(value)
+        except ValueError:
+            pass
+    return key, {"true": True, "false": False}.get(value.lower(), value)

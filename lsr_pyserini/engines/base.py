@@ -54,6 +54,10 @@ class Engine(ABC):
         """The document's text; None when the collection has no such document."""
         raise InputError(f"engine {self.name!r} keeps no document text")
 
+    def docs(self, docids: list[str]) -> list[str | None]:
+        """Several documents' texts at once (an engine may fetch them in one step)."""
+        return [self.doc(docid) for docid in docids]
+
     def describe(self) -> dict:
         return {"engine": self.name}
 

@@ -190,6 +190,9 @@ class LuceneImpactEngine(Engine):
     def doc(self, docid: str) -> str | None:
         return on_jvm_thread(self.index.doc, self.searcher, docid)
 
+    def docs(self, docids: list[str]) -> list[str | None]:  # one trip to the JVM thread for all
+        return on_jvm_thread(lambda: [self.index.doc(self.searcher, docid) for docid in docids])
+
     def describe(self) -> dict:
         return {"engine": self.name, "index": self.path, "documents": self.documents}
 
@@ -247,6 +250,9 @@ class Bm25Engine(Engine):
 
     def doc(self, docid: str) -> str | None:
         return on_jvm_thread(self.index.doc, self.searcher, docid)
+
+    def docs(self, docids: list[str]) -> list[str | None]:  # one trip to the JVM thread for all
+        return on_jvm_thread(lambda: [self.index.doc(self.searcher, docid) for docid in docids])
 
     def describe(self) -> dict:
         return {"engine": self.name, "index": self.path, "documents": self.documents, "k1": self.k1, "b": self.b,

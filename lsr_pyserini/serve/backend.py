@@ -1,0 +1,187 @@
+"""The one backend behind the REST routes, the MCP tools and the page.
+
+Each configured index is a `Slot`: a `Searcher` (api.py) and its `MicroBatcher`. Requests are
+single queries submitted to the slot's batcher; the batcher's worker searches each group with
+`Searcher.batch_search` (the query side encodes each query alone, so a batched query's ranking is
+the one `Searcher.search` gives it alone) and fetches the hits' texts in the same step. A reload
+opens and warms a new `Searcher` beside the old one and swaps the slot in one assignment; the old
+batcher finishes what it holds, and a request that reached it after the swap goes to the new one.
+Results are plain dicts in Pyserini's REST shape (`pyserini.server.models.Hits`).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..api import Searcher
+from ..core.errors import InputError, NotFound
+from ..core.hits import Hit
+from .batching import Closed, MicroBatcher, Overloaded
+from .config import IndexSpec, ServiceConfig
+
+logger = logging.getLogger(__name__)
+WARM_QUERIES = ("what is the effect of vitamin d on bone density", "a")
+KINDS = {"lucene": "impact", "sharded": "impact", "seismic": "impact", "bm25": "tf", "dense": "dense"}
+
+__all__ = ["Backend", "Overloaded", "NotFound", "NotReady"]
+
+
+class NotReady(Exception):
+    """The backend is still loading its indexes."""
+
+
+@dataclass
+class Slot:
+    spec: IndexSpec
+    searcher: Searcher
+    batcher: MicroBatcher
+    version: int
+    loaded_at: float
+    load_seconds: float
+    has_texts: bool
+
+
+def _folder_bytes(path: str) -> int:
+    total = 0
+    for part in path.split(","):
+        for file in Path(part).rglob("*"):
+            if file.is_file():
+                total += file.stat().st_size
+    return total
+
+
+def hit_dict(hit: Hit, text: str | None, explain: bool) -> dict:
+    candidate = {"docid": hit.docid, "score": hit.score, "document_txt": text if text is not None else ""}
+    if explain:
+        candidate["terms"] = [{"term": m.term, "query_weight": m.query_weight, "document_weight": m.document_weight,
+                               "contribution": m.contribution} for m in hit.terms or ()]
+        candidate["explained"] = hit.explained
+        if hit.first_stage_score is not None:
+            candidate["first_stage_score"] = hit.first_stage_score
+    return candidate
+
+
+class Backend:
+    def __init__(self, config: ServiceConfig):
+        self.config = config
+        self._slots: dict[str, Slot] = {}
+        self._reload_locks = {spec.name: threading.Lock() for spec in config.indexes}
+        self.ready = False
+        self.error: str | None = None
+        self.started_at = time.time()
+
+    # ---- loading
+    def load(self) -> None:
+        """Open and warm every configured index (then `ready`)."""
+        for spec in self.config.indexes:
+            self._slots[spec.name] = self._open(spec, 1)
+        self.ready = True
+        logger.info("ready: %s", ", ".join(self._slots))
+
+    def _open(self, spec: IndexSpec, version: int) -> Slot:
+        started = time.perf_counter()
+        logger.info("loading index %r (version %d) from %s", spec.name, version, spec.path)
+        searcher = Searcher(**spec.searcher)
+        docids = []
+        for text in WARM_QUERIES:  # warm the query side and the engine, alone and batched
+            docids += [hit.docid for hit in searcher.search(text, k=10, explain=True)]
+        searcher.batch_search(list(WARM_QUERIES), ["0", "1"], k=10, threads=self.config.threads)
+        has_texts = True
+        try:
+            searcher.docs(docids[:10])
+        except InputError as err:  # an index without stored texts, built from shards now gone
+            has_texts = False
+            logger.warning("index %r: search results carry no document text (%s)", spec.name, err)
+        batcher = MicroBatcher(lambda key, texts: self._run_group(searcher, has_texts, key, texts),
+                               self.config.max_batch, self.config.max_wait_ms, self.config.queue_size,
+                               name=f"{spec.name}-v{version}")
+        return Slot(spec, searcher, batcher, version, time.time(), time.perf_counter() - started, has_texts)
+
+    def _run_group(self, searcher: Searcher, has_texts: bool, key, texts: list[str]) -> list:
+        k, explain = key
+        qids = [str(position) for position in range(len(texts))]
+        found = searcher.batch_search(texts, qids, k=k, threads=self.config.threads, explain=explain)
+        rankings = [found[qid] for qid in qids]
+        docids = sorted({hit.docid for hits in rankings for hit in hits})
+        documents = dict(zip(docids, searcher.docs(docids))) if has_texts and docids else {}
+        return [[hit_dict(hit, documents.get(hit.docid), explain) for hit in hits] for hits in rankings]
+
+    def close(self) -> None:
+        for slot in list(self._slots.values()):
+            slot.batcher.close()
+            slot.searcher.close()
+
+    # ---- reading
+    def names(self) -> list[str]:
+        return [spec.name for spec in self.config.indexes]
+
+    def slot(self, name: str) -> Slot:
+        if name not in self._reload_locks:
+            raise NotFound(f"index {name!r}: not served here (served: {', '.join(self.names())})")
+        if not self.ready:
+            raise NotReady()
+        return self._slots[name]
+
+    def kind(self, name: str) -> str:
+        return KINDS.get(self.slot(name).searcher.engine.name, "impact")
+
+    def status(self, name: str) -> dict:
+        slot = self.slot(name)
+        described = slot.searcher.engine.describe()
+        return {"downloaded": True, "size_bytes": str(_folder_bytes(slot.spec.path)), "name": name,
+                "kind": self.kind(name), "engine": slot.searcher.engine.name,
+                "encoder": slot.spec.searcher.get("encoder"), "reranker": slot.spec.searcher.get("reranker"),
+                "documents": described.get("documents"), "version": slot.version,
+                "loaded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(slot.loaded_at)),
+                "load_seconds": round(slot.load_seconds, 3), "queue_depth": slot.batcher.depth,
+                "batches": slot.batcher.batches, "queries": slot.batcher.queries,
+                "has_texts": slot.has_texts}
+
+    def document(self, name: str, docid: str) -> dict:
+        slot = self.slot(name)
+        if not slot.has_texts:
+            raise NotFound(f"index {name!r} keeps no document texts")
+        text = slot.searcher.docs([docid])[0]
+        if text is None:
+            raise NotFound(f"document {docid!r}: not in index {name!r}")
+        return {"id": docid, "contents": text}
+
+    # ---- searching
+    def submit(self, name: str, texts: list[str], hits: int, explain: bool):
+        """Futures of each query's candidates; all queued or none (Overloaded)."""
+        for _ in range(3):  # a reload may close the slot between reading and submitting
+            slot = self.slot(name)
+            try:
+                return slot.batcher.submit_many([((hits, explain), text) for text in texts])
+            except Closed:
+                time.sleep(0.001)
+        raise Overloaded()
+
+    async def search(self, name: str, text: str, hits: int = 10, qid: str = "", explain: bool = False) -> dict:
+        return (await self.search_many(name, [(qid, text)], hits, explain))[0]
+
+    async def search_many(self, name: str, queries: list[tuple[str, str]], hits: int = 10,
+                          explain: bool = False) -> list[dict]:
+        started = time.perf_counter()
+        futures = self.submit(name, [text for _, text in queries], hits, explain)
+        results = await asyncio.gather(*[asyncio.wrap_future(future) for future in futures])
+        took_ms = round((time.perf_counter() - started) * 1000.0, 3)
+        return [{"query": {"qid": qid, "query_txt": text}, "candidates": candidates, "took_ms": took_ms}
+                for (qid, text), candidates in zip(queries, results)]
+
+    def reload(self, name: str) -> dict:
+        """Open the configured path again beside the current version, warm it, switch atomically."""
+        current = self.slot(name)
+        lock = self._reload_locks[name]
+        with lock:
+            current = self._slots[name]
+            fresh = self._open(current.spec, current.version + 1)
+            self._slots[name] = fresh  # one assignment: every later request gets the new version
+        current.batcher.close()  # finishes what it holds
+        current.searcher.close()
+        logger.info("index %r: version %d serves (reloaded in %.2f s)", name, fresh.version, fresh.load_seconds)
+        return {"name": name, "version": fresh.version, "load_seconds": round(fresh.load_seconds, 3)}

@@ -1,0 +1,291 @@
+"""The REST front end: Pyserini's server routes (`pyserini.server.rest`, wire-compatible for what
+both do) over the backend, plus explanations, a batch route, health, readiness and admin reload.
+
+    POST /v1/indexes/{name}/search     {"query", "hits", "qid", "explain"} -> {"query", "candidates", "took_ms"}
+    POST /v1/indexes/{name}/batch      {"queries": [{"qid", "query"}], "hits", "explain"} -> {"results": [...]}
+    GET  /v1/indexes/{name}/documents/{docid}   {"id", "contents"}
+    GET  /v1/indexes/{name}/status     {"downloaded", "size_bytes", ...}
+    GET  /v1/indexes[/]                [names]  (?index_type=impact|tf|dense filters, as Pyserini's)
+    POST /v1/indexes/{name}/reload     admin: a new version from the configured path, switched atomically
+    GET  /healthz  /readyz  /docs  /openapi.json  /   (the search page)
+
+Every refusal is JSON `{"detail": message, "field": name-or-null}`: 401 (key), 403 (admin without
+keys configured), 404 (unknown index or document), 413 (body), 422 (a field out of bounds), 503
+(queue full or still loading, with Retry-After).
+"""
+
+import hmac
+import logging
+from importlib import resources
+from typing import Literal, Optional, Union
+
+from fastapi import Body, Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, Field, create_model
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..core.errors import InputError, NotFound
+from .backend import Backend, NotReady
+from .batching import Overloaded
+from .config import ServiceConfig
+
+logger = logging.getLogger(__name__)
+VERSION = "v1"
+RETRY_AFTER_SECONDS = "1"
+
+
+class Refusal(Exception):
+    def __init__(self, status: int, detail: str, field: str | None = None, headers: dict | None = None):
+        super().__init__(detail)
+        self.status, self.detail, self.field, self.headers = status, detail, field, headers
+
+
+class ErrorBody(BaseModel):
+    detail: str
+    field: Optional[str] = None
+
+
+class QueryInfo(BaseModel):
+    qid: str
+    query_txt: str
+
+
+class TermContribution(BaseModel):
+    term: str
+    query_weight: float
+    document_weight: float
+    contribution: float
+
+
+class Candidate(BaseModel):
+    docid: str
+    score: float
+    document_txt: str
+    terms: Optional[list[TermContribution]] = None
+    explained: Optional[str] = None
+    first_stage_score: Optional[float] = None
+
+
+class Hits(BaseModel):
+    query: QueryInfo
+    candidates: list[Candidate]
+    took_ms: float
+
+
+class BatchHits(BaseModel):
+    results: list[Hits]
+    took_ms: float
+
+
+class IndexStatus(BaseModel):
+    downloaded: bool
+    size_bytes: str
+    name: str
+    kind: str
+    engine: str
+    encoder: Optional[str] = None
+    reranker: Optional[str] = None
+    documents: Optional[int] = None
+    version: int
+    loaded_at: str
+    load_seconds: float
+    queue_depth: int
+    batches: int
+    queries: int
+    has_texts: bool
+
+
+class Reloaded(BaseModel):
+    name: str
+    version: int
+    load_seconds: float
+
+
+def request_models(config: ServiceConfig):
+    """The request bodies with this service's bounds in their schema (so /docs and schemathesis see them)."""
+    query_text = (str, Field(..., min_length=1, max_length=config.max_query_chars))
+    qid = (str, Field("", max_length=256))
+    hits = (int, Field(10, ge=1, le=config.max_hits))
+    query_object = create_model("QueryObject", query_txt=query_text, qid=qid)
+    search = create_model("SearchParams", query=(Union[str, query_object], ...), hits=hits, qid=qid,
+                          explain=(bool, False))
+    batch_query = create_model("BatchQuery", query=query_text, qid=qid)
+    batch = create_model("BatchParams", queries=(list[batch_query], Field(..., min_length=1,
+                                                                          max_length=config.max_batch_queries)),
+                         hits=hits, explain=(bool, False))
+    return search, batch
+
+
+def refusal_body(status: int, detail: str, field: str | None = None, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"detail": detail, "field": field}, status_code=status, headers=headers)
+
+
+class BodyLimit:
+    """413 for a request body over `limit` bytes, before any of it reaches a route."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length")
+        too_large = refusal_body(413, f"request body over {self.limit} bytes", "body")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return await too_large(scope, receive, send)
+        body, more = b"", True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.limit:
+                return await too_large(scope, receive, send)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await self.app(scope, replay, send)
+
+
+def field_of(error: dict) -> str:
+    location = [str(part) for part in error.get("loc", ()) if part not in ("body", "query", "path")]
+    location = [part for part in location if part not in ("str", "QueryObject")]
+    return ".".join(location) or "body"
+
+
+ERRORS = {status: {"model": ErrorBody} for status in (401, 404, 413, 422, 503)}
+
+
+def create_app(backend: Backend, lifespan=None) -> FastAPI:
+    config = backend.config
+    SearchParams, BatchParams = request_models(config)
+    app = FastAPI(title="lsr-pyserini search service", version=VERSION, lifespan=lifespan,
+                  description="Pyserini-compatible REST search over the indexes this service was configured with.")
+
+    def authorised(request: Request) -> None:
+        if config.api_key is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), config.api_key.encode()):
+            raise Refusal(401, "missing or wrong API key (Authorization: Bearer KEY)", "authorization",
+                          {"WWW-Authenticate": "Bearer"})
+
+    def admin(request: Request) -> None:
+        if config.api_key is None:
+            raise Refusal(401, "admin routes need the service started with --api-key-file", "authorization",
+                          {"WWW-Authenticate": "Bearer"})
+        authorised(request)
+
+    @app.exception_handler(Refusal)
+    async def refused(_, err: Refusal):
+        return refusal_body(err.status, err.detail, err.field, err.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_, err: RequestValidationError):
+        first = err.errors()[0] if err.errors() else {}
+        field = field_of(first)
+        return refusal_body(422, f"{field}: {first.get('msg', 'invalid')}", field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_, err: StarletteHTTPException):
+        return refusal_body(err.status_code, str(err.detail), None, getattr(err, "headers", None))
+
+    @app.exception_handler(NotFound)
+    async def not_found(_, err: NotFound):
+        return refusal_body(404, str(err), "name")
+
+    @app.exception_handler(InputError)
+    async def bad_input(_, err: InputError):
+        return refusal_body(422, str(err), "query")
+
+    @app.exception_handler(Overloaded)
+    async def overloaded(_, err: Overloaded):
+        return refusal_body(503, "the service is at capacity: retry shortly", None, {"Retry-After": RETRY_AFTER_SECONDS})
+
+    @app.exception_handler(NotReady)
+    async def not_ready(_, err: NotReady):
+        return refusal_body(503, "the service is still loading its indexes", None, {"Retry-After": RETRY_AFTER_SECONDS})
+
+    name_path = Path(..., description="a configured index name", max_length=64)
+    v1 = f"/{VERSION}/indexes"
+
+    @app.post(f"{v1}/{{index}}/search", response_model=Hits, response_model_exclude_none=True, responses=ERRORS,
+              dependencies=[Depends(authorised)], tags=["indexes"])
+    async def search_index(index: str = name_path, params: SearchParams = Body(...)):
+        text, qid = params.query, params.qid
+        if not isinstance(text, str):
+            text, qid = text.query_txt, qid or text.qid
+        return await backend.search(index, text, params.hits, qid, params.explain)
+
+    @app.post(f"{v1}/{{index}}/batch", response_model=BatchHits, response_model_exclude_none=True,
+              responses=ERRORS, dependencies=[Depends(authorised)], tags=["indexes"])
+    async def batch_index(index: str = name_path, params: BatchParams = Body(...)):
+        qids = [query.qid or str(position) for position, query in enumerate(params.queries)]
+        if len(set(qids)) < len(qids):
+            raise Refusal(422, "queries.qid: query ids repeat", "queries.qid")
+        results = await backend.search_many(index, [(qid, query.query) for qid, query in zip(qids, params.queries)],
+                                            params.hits, params.explain)
+        return {"results": results, "took_ms": results[0]["took_ms"] if results else 0.0}
+
+    @app.get(f"{v1}/{{index}}/documents/{{docid}}", response_model=dict[str, str], responses=ERRORS,
+             dependencies=[Depends(authorised)], tags=["indexes"])
+    async def get_document(index: str = name_path, docid: str = Path(..., max_length=512)):
+        return backend.document(index, docid)
+
+    @app.get(f"{v1}/{{index}}/status", response_model=IndexStatus, responses=ERRORS,
+             dependencies=[Depends(authorised)], tags=["indexes"])
+    async def index_status(index: str = name_path):
+        return backend.status(index)
+
+    @app.get(f"{v1}", response_model=list[str], responses=ERRORS, dependencies=[Depends(authorised)],
+             tags=["indexes"])
+    @app.get(f"{v1}/", response_model=list[str], responses=ERRORS, dependencies=[Depends(authorised)],
+             tags=["indexes"], include_in_schema=False)
+    async def list_indexes(index_type: Optional[Literal["impact", "tf", "dense"]] =
+                           Query(None, description="only indexes of this kind")):
+        if index_type is None:
+            return backend.names()
+        if not backend.ready:
+            raise NotReady()
+        return [name for name in backend.names() if backend.kind(name) == index_type]
+
+    @app.post(f"{v1}/{{index}}/reload", response_model=Reloaded, responses=ERRORS, dependencies=[Depends(admin)],
+              tags=["admin"])
+    async def reload_index(index: str = name_path):
+        import anyio
+
+        backend.slot(index)  # 404 / 503 before any work
+        return await anyio.to_thread.run_sync(backend.reload, index)
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "alive"}
+
+    @app.get("/readyz", tags=["health"], responses={503: {"model": ErrorBody}})
+    async def readyz():
+        if backend.error:
+            return refusal_body(503, backend.error)
+        if not backend.ready:
+            return refusal_body(503, "loading", None, {"Retry-After": RETRY_AFTER_SECONDS})
+        return {"status": "ready", "indexes": backend.names()}
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page():
+        return HTMLResponse(resources.files(__package__).joinpath("page.html").read_text())
+
+    if config.cors_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins), allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    return app
