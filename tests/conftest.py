@@ -160,3 +160,11 @@ def tiny_qwen(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_llama_without_template(tmp_path_factory) -> Path:
     return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-llama-no-template"), "llama", chat_template=False)
+
+
+@pytest.fixture(scope="session")
+def service_indexes(tmp_path_factory) -> dict:
+    """The sample's SPLADE-tiny and BM25 Lucene indexes (texts stored), for the service's tests."""
+    from service import build_sample_indexes
+
+    return build_sample_indexes(tmp_path_factory.mktemp("service-indexes"))

@@ -147,7 +147,9 @@ class Backend:
             raise NotFound(f"index {name!r} keeps no document texts")
         text = slot.searcher.docs([docid])[0]
         if text is None:
-            raise NotFound(f"document {docid!r}: not in index {name!r}")
+            missing = NotFound(f"document {docid!r}: not in index {name!r}")
+            missing.field = "docid"
+            raise missing
         return {"id": docid, "contents": text}
 
     # ---- searching

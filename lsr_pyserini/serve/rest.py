@@ -17,12 +17,12 @@ keys configured), 404 (unknown index or document), 413 (body), 422 (a field out 
 import hmac
 import logging
 from importlib import resources
-from typing import Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union
 
 from fastapi import Body, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, StringConstraints, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core.errors import InputError, NotFound
@@ -108,7 +108,8 @@ def request_models(config: ServiceConfig):
     qid = (str, Field("", max_length=256))
     hits = (int, Field(10, ge=1, le=config.max_hits))
     query_object = create_model("QueryObject", query_txt=query_text, qid=qid)
-    search = create_model("SearchParams", query=(Union[str, query_object], ...), hits=hits, qid=qid,
+    bounded = Annotated[str, StringConstraints(min_length=1, max_length=config.max_query_chars)]
+    search = create_model("SearchParams", query=(Union[bounded, query_object], ...), hits=hits, qid=qid,
                           explain=(bool, False))
     batch_query = create_model("BatchQuery", query=query_text, qid=qid)
     batch = create_model("BatchParams", queries=(list[batch_query], Field(..., min_length=1,
@@ -156,8 +157,10 @@ class BodyLimit:
 
 
 def field_of(error: dict) -> str:
-    location = [str(part) for part in error.get("loc", ()) if part not in ("body", "query", "path")]
-    location = [part for part in location if part not in ("str", "QueryObject")]
+    """The request field an error is about: its location without the part ('body') and without the
+    names pydantic gives the branches of a union ('constrained-str', 'QueryObject')."""
+    location = [str(part) for part in error.get("loc", ())][1:]
+    location = [part for part in location if "-" not in part and part not in ("str", "QueryObject")]
     return ".".join(location) or "body"
 
 
@@ -201,7 +204,7 @@ def create_app(backend: Backend, lifespan=None) -> FastAPI:
 
     @app.exception_handler(NotFound)
     async def not_found(_, err: NotFound):
-        return refusal_body(404, str(err), "name")
+        return refusal_body(404, str(err), getattr(err, "field", "index"))
 
     @app.exception_handler(InputError)
     async def bad_input(_, err: InputError):
