@@ -100,6 +100,16 @@ class QueryEncoder:
     def queries(self, qids: list[str], texts: list[str]) -> list[dict[str, int]]:
         return self.batch_encode(texts)
 
+    def warm(self) -> int:
+        """Encode one query of each token length up to `query_max_length`, so that the fast paths'
+        one-time work per length (the trace specialised to that shape, the packed projection's
+        comparison with the eager product: about 0.25 s a length for SPLADE-tiny on a Zen 3 EPYC)
+        is done before a service's first request; returns the lengths warmed. The impacts of any
+        later query are the same as without it: the fast paths keep eager numbers."""
+        longest = int(self.settings.get("query_max_length") or 64)
+        self.batch_encode([" ".join(["a"] * words) for words in range(1, longest - 1)])
+        return longest - 2
+
 
 class TextQueries:
     makes = TEXT

@@ -86,6 +86,9 @@ class Backend:
         started = time.perf_counter()
         logger.info("loading index %r (version %d) from %s", spec.name, version, spec.path)
         searcher = Searcher(**spec.searcher)
+        warm_lengths = getattr(searcher.query_side, "warm", None)
+        if warm_lengths is not None:
+            warm_lengths()
         docids = []
         for text in WARM_QUERIES:  # warm the query side and the engine, alone and batched
             docids += [hit.docid for hit in searcher.search(text, k=10, explain=True)]
