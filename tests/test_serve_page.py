@@ -1,0 +1,170 @@
+"""The search page at / in a real headless browser (Debian's Chromium and ChromeDriver, which .ci/run
+installs) against the service started as a user starts it: the ranking it shows is the REST API's,
+its highlights are the hits' explained terms, and a refused request shows the refusal.
+
+The service is started with an API key, so the page's key field (sent as a Bearer header, kept in
+sessionStorage) is on the path of every test. docs/serving-page.png is this module's screenshot:
+    LSR_PYSERINI_PAGE_SCREENSHOT=docs/serving-page.png python -m pytest tests/test_serve_page.py
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from service import Service, build_sample_indexes, sample_queries
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+API_KEY = "page-test-key-0123456789"
+MAX_HITS = 50
+WAIT = 30  # seconds for the page to list indexes or show results
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
+    if missing:
+        pytest.fail(f"{' and '.join(missing)} missing: .ci/run installs them (apt-get install chromium chromium-driver)",
+                    pytrace=False)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service as ChromeService
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)  # with the driver's path too: selenium-manager downloads nothing
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,800"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=ChromeService(str(CHROMEDRIVER)), options=options)
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",  # a 1100x800 viewport, as in docs/serving-page.png
+                           {"width": 1100, "height": 800, "deviceScaleFactor": 1, "mobile": False})
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("serve-page")
+    indexes = build_sample_indexes(folder)
+    key_file = folder / "api-key"
+    key_file.write_text(API_KEY + "\n")
+    started = Service("--index", f"sample={indexes['splade']}", "--encoder", "splade-tiny", "--max-hits", MAX_HITS,
+                      "--api-key-file", key_file, "--quiet", folder=folder)
+    with started:
+        yield started
+        assert started.stop() == 0, started.log.read_text()
+
+
+def wait(driver, condition, message: str):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, WAIT).until(lambda d: condition(d), message)
+
+
+def by_css(driver, selector):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+def index_names(driver) -> list[str]:
+    return [option.get_attribute("value") for option in by_css(driver, "#index option")]
+
+
+def open_page(driver, service) -> None:
+    """The page with the key given (typed in, or kept in sessionStorage) and the indexes listed."""
+    from selenium.webdriver.common.keys import Keys
+
+    driver.get(service.url + "/")
+    key = by_css(driver, "#api-key")[0]
+    if key.get_attribute("value") != API_KEY:  # a fresh session: the page asks for the key
+        wait(driver, lambda d: "API key" in by_css(d, "#error")[0].text, "no 401 shown without the key")
+        key.clear()
+        key.send_keys(API_KEY + Keys.TAB)  # 'change' stores the key and lists the indexes again
+    wait(driver, lambda d: "sample" in index_names(d), "the index chooser never held 'sample'")
+    assert not by_css(driver, "#error")[0].is_displayed()
+
+
+def test_page_shows_the_api_ranking_with_highlighted_terms(browser, service, tmp_path):
+    from selenium.webdriver.common.keys import Keys
+
+    open_page(browser, service)
+    query = dict(sample_queries())["q2"]  # how do vaccines create immune memory
+    hits = 10
+    box = by_css(browser, "#query")[0]
+    box.clear()
+    box.send_keys(query + Keys.ENTER)  # Enter submits
+    wait(browser, lambda d: by_css(d, ".hit") and by_css(d, "#took")[0].text, "no results shown")
+
+    with service.client(headers={"Authorization": f"Bearer {API_KEY}"}) as client:
+        response = client.post("/v1/indexes/sample/search", json={"query": query, "hits": hits, "explain": True})
+    assert response.status_code == 200, response.text
+    expected = response.json()["candidates"]
+    shown = by_css(browser, ".hit")
+    assert len(shown) == len(expected) == min(hits, 12)  # the sample holds 12 documents
+    assert [hit.find_element("css selector", ".docid").text for hit in shown] == [c["docid"] for c in expected]
+    marks = 0
+    for hit, candidate in zip(shown, expected):
+        assert float(hit.find_element("css selector", ".score").text) == pytest.approx(candidate["score"], rel=1e-4)
+        # highlighting wraps the text without changing it
+        assert hit.find_element("css selector", ".text").get_attribute("textContent") == candidate["document_txt"]
+        terms = {t["term"]: t for t in candidate["terms"]}
+        for mark in hit.find_elements("css selector", "mark.term"):
+            term = mark.get_attribute("data-term")
+            assert term in terms, (candidate["docid"], term, sorted(terms))
+            assert mark.get_attribute("textContent").lower() == term.removeprefix("##")
+            assert "contribution" in mark.get_attribute("title")
+            marks += 1
+        rows = hit.find_elements("css selector", ".contributions tbody tr")
+        assert [row.find_element("css selector", "td").get_attribute("textContent") for row in rows] == list(terms)
+        assert all(row.get_attribute("title").startswith(term + ": contribution") for row, term in zip(rows, terms))
+    assert marks >= 1
+    folded = shown[0].find_element("css selector", ".contributions")  # the top hit's further terms unfold
+    if len(expected[0]["terms"]) > 8:
+        assert sum(row.is_displayed() for row in folded.find_elements("css selector", "tbody tr")) == 8
+        folded.find_element("css selector", "button.link").click()
+        assert all(row.is_displayed() for row in folded.find_elements("css selector", "tbody tr"))
+    took = by_css(browser, "#took")[0].text
+    assert re.search(r"search \d+(\.\d+)? ms", took) and re.search(r"round trip \d+(\.\d+)? ms", took), took
+
+    screenshot = tmp_path / "search-page.png"
+    assert browser.save_screenshot(str(screenshot))
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 10_000
+    if os.environ.get("LSR_PYSERINI_PAGE_SCREENSHOT"):
+        shutil.copyfile(screenshot, os.environ["LSR_PYSERINI_PAGE_SCREENSHOT"])
+
+    # the query is in the address and the key in sessionStorage: a reload searches again, no key typed
+    browser.refresh()
+    wait(browser, lambda d: len(by_css(d, ".hit")) == len(expected), "a reload did not search again")
+    assert by_css(browser, "#api-key")[0].get_attribute("value") == API_KEY
+    assert [hit.text for hit in by_css(browser, ".hit .docid")] == [c["docid"] for c in expected]
+
+
+def test_a_refused_search_shows_the_field(browser, service):
+    open_page(browser, service)
+    by_css(browser, "#query")[0].send_keys("vitamin d")
+    hits = by_css(browser, "#hits")[0]
+    hits.clear()
+    hits.send_keys(str(MAX_HITS * 2))
+    by_css(browser, "#search")[0].click()
+    wait(browser, lambda d: by_css(d, "#error")[0].is_displayed(), "no error shown")
+    error = by_css(browser, "#error")[0].text
+    assert error.startswith("422") and "hits" in error and "(field: hits)" in error, error
+    assert not by_css(browser, ".hit") and not by_css(browser, "#took")[0].text
+
+
+def test_highlighting_escapes_text_and_follows_wordpiece(browser, service):
+    open_page(browser, service)
+    text = '<img src=x onerror="window.pwned=1"> Corals & helped, gastritis in D-lab; dice.'
+    terms = [{"term": term, "query_weight": 1.0, "document_weight": 2.0, "contribution": 2.0}
+             for term in ("img", "coral", "##s", "help", "##itis", "d", "di")]
+    html, seen, pwned = browser.execute_script(
+        "const {fragment, seen} = window.searchPage.highlight(arguments[0], arguments[1]);"
+        "const p = document.createElement('p'); p.append(fragment); document.body.append(p);"
+        "return [p.innerHTML, [...seen].sort(), window.pwned === undefined ? null : window.pwned];", text, terms)
+    marked = re.sub(r'<mark class="term" data-term="([^"]+)" title="[^"]+">([^<]*)</mark>', r"[\1:\2]", html)
+    # coral+##s spell "Corals"; help begins "helped"; ##itis ends "gastritis"; "di" (2 letters) does not begin "dice"
+    assert marked == ('&lt;[img:img] src=x onerror="window.pwned=1"&gt; [coral:Coral][##s:s] &amp; [help:help]ed, '
+                      'gastr[##itis:itis] in [d:D]-lab; dice.')
+    assert seen == ["##itis", "##s", "coral", "d", "help", "img"] and pwned is None
