@@ -173,7 +173,7 @@ def start_service(args, folder: Path) -> tuple[subprocess.Popen, str, int]:
             sys.exit(f"the service exited ({process.returncode}): {(folder / 'service.log').read_text()[-2000:]}")
         time.sleep(0.1)
     host, port = ready.read_text().strip().rsplit(":", 1)
-    return process, host, int(port)
+    return process, host.strip("[]"), int(port)
 
 
 def resident_mib(pid: int) -> float:

@@ -76,7 +76,7 @@ class LuceneIndex:
         self.index_searcher.setSimilarity(similarity)
         self.utils = autoclass("io.anserini.index.IndexReaderUtils")
         self.generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
-        self._shards = None
+        self._shards = None  # ShardDocuments of the recorded shards; False when there are none
 
     def explain(self, query, docids: list[str], impacts: dict[str, int] | None = None) -> dict[str, tuple[TermMatch, ...]]:
         """Each document's matching terms under `query` (a Lucene Query). With `impacts` (impact
@@ -94,6 +94,15 @@ class LuceneIndex:
                                      float(impacts[m.term]) * m.document_weight) for m in matches]
             explained[docid] = sorted_matches(matches)
         return explained
+
+    def docs(self, searcher, docids: list[str]) -> list[str | None]:
+        """Documents' texts: from the `encode corpus` shards the index was built from where its record
+        names them (read in Python: about 0.1 ms a document, against 1.5-2 ms for Pyserini's stored
+        field lookup by id), else from the stored fields, in one trip to the JVM thread."""
+        shards = self._shard_documents()
+        if shards:
+            return [shards.text(docid) for docid in docids]
+        return on_jvm_thread(lambda: [self.doc(searcher, docid) for docid in docids])
 
     def doc(self, searcher, docid: str) -> str | None:
         document = searcher.doc(docid)
@@ -115,16 +124,20 @@ class LuceneIndex:
             return contents
         return self._doc_from_shards(docid)
 
-    def _doc_from_shards(self, docid: str) -> str | None:
+    def _shard_documents(self):
         if self._shards is None:
-            folder = shards_folder(self.path)
-            if folder is None:
-                raise InputError(f"{self.path} stores no document text (build it with --storeRaw) and the "
-                                 f"`encode corpus` shards it was built from are not beside its INDEX.lsr.json record")
             from ..stores.documents import ShardDocuments
 
-            self._shards = ShardDocuments(folder)
-        return self._shards.text(docid)
+            folder = shards_folder(self.path)
+            self._shards = ShardDocuments(folder) if folder is not None else False
+        return self._shards
+
+    def _doc_from_shards(self, docid: str) -> str | None:
+        shards = self._shard_documents()
+        if not shards:
+            raise InputError(f"{self.path} stores no document text (build it with --storeRaw) and the "
+                             f"`encode corpus` shards it was built from are not beside its INDEX.lsr.json record")
+        return shards.text(docid)
 
 
 def _java_hits(results, qids: list[str]) -> Run:
@@ -188,10 +201,10 @@ class LuceneImpactEngine(Engine):
         return self.index.explain(self.index.generator.buildQuery(CONTENTS, weights), docids, self.kept(query))
 
     def doc(self, docid: str) -> str | None:
-        return on_jvm_thread(self.index.doc, self.searcher, docid)
+        return self.docs([docid])[0]
 
-    def docs(self, docids: list[str]) -> list[str | None]:  # one trip to the JVM thread for all
-        return on_jvm_thread(lambda: [self.index.doc(self.searcher, docid) for docid in docids])
+    def docs(self, docids: list[str]) -> list[str | None]:
+        return self.index.docs(self.searcher, docids)
 
     def describe(self) -> dict:
         return {"engine": self.name, "index": self.path, "documents": self.documents}
@@ -249,10 +262,10 @@ class Bm25Engine(Engine):
                                                         docids))
 
     def doc(self, docid: str) -> str | None:
-        return on_jvm_thread(self.index.doc, self.searcher, docid)
+        return self.docs([docid])[0]
 
-    def docs(self, docids: list[str]) -> list[str | None]:  # one trip to the JVM thread for all
-        return on_jvm_thread(lambda: [self.index.doc(self.searcher, docid) for docid in docids])
+    def docs(self, docids: list[str]) -> list[str | None]:
+        return self.index.docs(self.searcher, docids)
 
     def describe(self) -> dict:
         return {"engine": self.name, "index": self.path, "documents": self.documents, "k1": self.k1, "b": self.b,

@@ -133,8 +133,9 @@ def _write_when_ready(server, backend, ready_file: str) -> None:
             time.sleep(0.05)
         host, port = server.servers[0].sockets[0].getsockname()[:2]
         target = Path(ready_file)
-        target.with_suffix(".tmp").write_text(f"{host}:{port}\n")
-        target.with_suffix(".tmp").replace(target)
+        written = target.with_name(target.name + ".writing")
+        written.write_text(f"[{host}]:{port}\n" if ":" in host else f"{host}:{port}\n")
+        written.replace(target)
 
     threading.Thread(target=wait, name="ready-file", daemon=True).start()
 

@@ -9,8 +9,8 @@ both do) over the backend, plus explanations, a batch route, health, readiness a
     POST /v1/indexes/{name}/reload     admin: a new version from the configured path, switched atomically
     GET  /healthz  /readyz  /docs  /openapi.json  /   (the search page)
 
-Every refusal is JSON `{"detail": message, "field": name-or-null}`: 401 (key), 403 (admin without
-keys configured), 404 (unknown index or document), 413 (body), 422 (a field out of bounds), 503
+Every refusal is JSON `{"detail": message, "field": name-or-null}`: 401 (a missing or wrong key;
+admin routes of a service without keys), 404 (unknown index or document), 413 (body), 422 (a field out of bounds), 503
 (queue full or still loading, with Retry-After).
 """
 
@@ -281,9 +281,11 @@ def create_app(backend: Backend, lifespan=None) -> FastAPI:
             return refusal_body(503, "loading", None, {"Retry-After": RETRY_AFTER_SECONDS})
         return {"status": "ready", "indexes": backend.names()}
 
+    page_html = resources.files(__package__).joinpath("page.html").read_text()
+
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page():
-        return HTMLResponse(resources.files(__package__).joinpath("page.html").read_text())
+        return HTMLResponse(page_html, headers={"Cache-Control": "no-cache"})
 
     if config.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
