@@ -117,6 +117,17 @@ def request_models(config: ServiceConfig):
     return search, batch
 
 
+def check_key(config: ServiceConfig, authorization: str) -> None:
+    """A 401 Refusal unless keys are off or `authorization` is `Bearer KEY` with this service's key
+    (the REST routes' dependency and the /mcp endpoint's check)."""
+    if config.api_key is None:
+        return
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), config.api_key.encode()):
+        raise Refusal(401, "missing or wrong API key (Authorization: Bearer KEY)", "authorization",
+                      {"WWW-Authenticate": "Bearer"})
+
+
 def refusal_body(status: int, detail: str, field: str | None = None, headers: dict | None = None) -> JSONResponse:
     return JSONResponse({"detail": detail, "field": field}, status_code=status, headers=headers)
 
@@ -171,13 +182,7 @@ def create_app(backend: Backend, lifespan=None) -> FastAPI:
                   description="Pyserini-compatible REST search over the indexes this service was configured with.")
 
     def authorised(request: Request) -> None:
-        if config.api_key is None:
-            return
-        given = request.headers.get("authorization", "")
-        scheme, _, token = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), config.api_key.encode()):
-            raise Refusal(401, "missing or wrong API key (Authorization: Bearer KEY)", "authorization",
-                          {"WWW-Authenticate": "Bearer"})
+        check_key(config, request.headers.get("authorization", ""))
 
     def admin(request: Request) -> None:
         if config.api_key is None:
