@@ -3,6 +3,7 @@ Searcher of the same index; then over HTTP at a keyed service's /mcp."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import pytest
@@ -183,6 +184,43 @@ def test_refusals_are_one_line_tool_errors(backend, searchers):
         assert "Traceback" not in str(result) and "/" not in str(result), f"{case}: {result}"
     # and the service still answers
     assert calls(backend, ("search", {"query": "coral bleaching", "k": 1}))[0][0]["docid"] == docid
+
+
+def test_the_app_mounts_mcp_behind_its_guards_and_no_mcp_leaves_it_out(indexes):
+    """In process, through the whole app (body limit, routes, lifespan) with a backend not loaded:
+    /mcp and /mcp/ answer tools/list; without keys (a loopback service) a foreign Origin or Host is
+    refused (DNS rebinding); a body over the limit is 413; with mcp off there is no /mcp."""
+    from dataclasses import replace
+
+    from lsr_pyserini.serve.app import build_app
+    from lsr_pyserini.serve.backend import Backend
+    from lsr_pyserini.serve.config import build_config, index_spec
+
+    config = build_config([index_spec("sample", {"index": str(indexes["splade"]), "encoder": "splade-tiny"}, "t")],
+                          {"max_body_bytes": 4096})
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    async def requests(app, *asked):
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
+                return [await client.post(path, headers={**accept, **headers}, **body) for path, headers, body in asked]
+
+    app = build_app(Backend(config), load=False)
+    answers = asyncio.run(requests(app, ("/mcp", {}, {"json": listing}), ("/mcp/", {}, {"json": listing}),
+                                   ("/mcp", {"Origin": "http://evil.example"}, {"json": listing}),
+                                   ("/mcp", {"Host": "evil.example"}, {"json": listing}),
+                                   ("/mcp", {"Content-Type": "application/json"}, {"content": b" " * 5000})))
+    for answer in answers[:2]:
+        assert answer.status_code == 200, answer.text
+        data = [line[len("data: "):] for line in answer.text.splitlines() if line.startswith("data: ")]
+        assert {tool["name"] for tool in json.loads(data[0])["result"]["tools"]} == TOOLS
+    assert [answer.status_code for answer in answers[2:]] == [403, 421, 413]
+    without = build_app(Backend(replace(config, mcp=False)), load=False)
+    assert not [route for route in without.routes if getattr(route, "path", "").startswith("/mcp")]
+    refused = asyncio.run(requests(without, ("/mcp", {}, {"json": listing})))[0]
+    assert refused.status_code == 404 and refused.json()["detail"] == "Not Found"
 
 
 def test_mcp_over_http_needs_the_services_key(indexes, tmp_path):
