@@ -10,26 +10,69 @@ import threading
 from fastapi import FastAPI
 
 from .backend import Backend
-from .rest import create_app
+from .rest import Refusal, check_key, create_app, refusal_body
 
 logger = logging.getLogger(__name__)
+MCP_PATH = "/mcp"
 
 
 def build_app(backend: Backend, load: bool = True, on_load_failure=None) -> FastAPI:
     """The app; with `load`, the backend loads in a thread at startup (a failure is logged, kept in
-    `backend.error` for /readyz, and handed to `on_load_failure`) and closes at shutdown."""
+    `backend.error` for /readyz, and handed to `on_load_failure`) and closes at shutdown. With
+    `config.mcp`, the MCP tools answer at /mcp (streamable HTTP, stateless), behind the same keys."""
+    mcp_app = _mcp_app(backend) if backend.config.mcp else None
 
     @contextlib.asynccontextmanager
-    async def lifespan(_app):
+    async def lifespan(app):
         if load:
             threading.Thread(target=_load, args=(backend, on_load_failure), name="load-indexes", daemon=True).start()
         try:
-            yield
+            if mcp_app is None:
+                yield
+            else:
+                async with mcp_app.lifespan(app):  # its session manager: stopped before the backend closes
+                    yield
         finally:
             if backend.ready:
                 backend.close()
 
-    return create_app(backend, lifespan=lifespan)
+    app = create_app(backend, lifespan=lifespan)
+    if mcp_app is not None:
+        endpoint = McpEndpoint(mcp_app, backend.config)
+        for path in (MCP_PATH, MCP_PATH + "/"):  # both answer: no redirect for clients to follow
+            app.router.add_route(path, endpoint, include_in_schema=False)
+    return app
+
+
+def _mcp_app(backend: Backend):
+    from .mcp import create_mcp
+
+    config = backend.config
+    # Stateless: each POST stands alone (the tools keep no session), so no session lives in memory
+    # and no open GET stream holds up a SIGTERM's drain. Without keys (a loopback service), the
+    # Host/Origin guard refuses DNS-rebinding pages, as the MCP transport spec asks.
+    return create_mcp(backend).http_app(path=MCP_PATH, stateless_http=True,
+                                        host_origin_protection="auto" if config.api_key is None else False,
+                                        allowed_origins=list(config.cors_origins) or None)
+
+
+class McpEndpoint:
+    """/mcp and /mcp/: the REST routes' key check (401 in their JSON shape), then fastmcp's app."""
+
+    def __init__(self, app, config):
+        self.app, self.config = app, config
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            headers = {key.lower(): value for key, value in scope["headers"]}
+            try:
+                check_key(self.config, headers.get(b"authorization", b"").decode("latin-1"))
+            except Refusal as err:
+                return await refusal_body(err.status, err.detail, err.field, err.headers)(scope, receive, send)
+            if scope["path"].endswith("/"):  # /mcp/ is fastmcp's /mcp
+                scope = {**scope, "path": scope["path"].rstrip("/"),
+                         "raw_path": scope.get("raw_path", scope["path"].encode()).rstrip(b"/")}
+        await self.app(scope, receive, send)
 
 
 def _load(backend: Backend, on_load_failure) -> None:

@@ -9,9 +9,10 @@ both do) over the backend, plus explanations, a batch route, health, readiness a
     POST /v1/indexes/{name}/reload     admin: a new version from the configured path, switched atomically
     GET  /healthz  /readyz  /docs  /openapi.json  /   (the search page)
 
-Every refusal is JSON `{"detail": message, "field": name-or-null}`: 401 (a missing or wrong key;
-admin routes of a service without keys), 404 (unknown index or document), 413 (body), 422 (a field out of bounds), 503
-(queue full or still loading, with Retry-After).
+Every refusal is JSON `{"detail": message, "field": name-or-null}`: 400 (a body that is not text),
+401 (a missing or wrong key; admin routes of a service without keys), 404 (unknown index or
+document), 413 (body), 422 (a field out of bounds, or a body not JSON), 503 (queue full or still
+loading, with Retry-After).
 """
 
 import hmac
@@ -22,7 +23,8 @@ from typing import Annotated, Literal, Optional, Union
 from fastapi import Body, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, Field, StringConstraints, create_model
+from pydantic import BaseModel, BeforeValidator, Field, StrictBool, create_model
+from pydantic_core import PydanticCustomError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..core.errors import InputError, NotFound
@@ -102,20 +104,39 @@ class Reloaded(BaseModel):
     load_seconds: float
 
 
+def json_integer(value):
+    """A JSON number only (pydantic's lax int would take true, false and "10" too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise PydanticCustomError("int_type", "Input should be a valid integer")
+    return value
+
+
 def request_models(config: ServiceConfig):
     """The request bodies with this service's bounds in their schema (so /docs and schemathesis see them)."""
-    query_text = (str, Field(..., min_length=1, max_length=config.max_query_chars))
+    text = Annotated[str, Field(min_length=1, max_length=config.max_query_chars)]
+    query_text = (text, ...)
     qid = (str, Field("", max_length=256))
-    hits = (int, Field(10, ge=1, le=config.max_hits))
+    hits = (Annotated[int, BeforeValidator(json_integer)], Field(10, ge=1, le=config.max_hits))
+    explain = (StrictBool, False)  # JSON true/false only (not 0, 1 or "yes"), as the schema says
     query_object = create_model("QueryObject", query_txt=query_text, qid=qid)
-    bounded = Annotated[str, StringConstraints(min_length=1, max_length=config.max_query_chars)]
-    search = create_model("SearchParams", query=(Union[bounded, query_object], ...), hits=hits, qid=qid,
-                          explain=(bool, False))
+    search = create_model("SearchParams", query=(Union[text, query_object], ...), hits=hits, qid=qid,
+                          explain=explain)
     batch_query = create_model("BatchQuery", query=query_text, qid=qid)
     batch = create_model("BatchParams", queries=(list[batch_query], Field(..., min_length=1,
                                                                           max_length=config.max_batch_queries)),
-                         hits=hits, explain=(bool, False))
+                         hits=hits, explain=explain)
     return search, batch
+
+
+def check_key(config: ServiceConfig, authorization: str) -> None:
+    """A 401 Refusal unless keys are off or `authorization` is `Bearer KEY` with this service's key
+    (the REST routes' dependency and the /mcp endpoint's check)."""
+    if config.api_key is None:
+        return
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), config.api_key.encode()):
+        raise Refusal(401, "missing or wrong API key (Authorization: Bearer KEY)", "authorization",
+                      {"WWW-Authenticate": "Bearer"})
 
 
 def refusal_body(status: int, detail: str, field: str | None = None, headers: dict | None = None) -> JSONResponse:
@@ -164,7 +185,7 @@ def field_of(error: dict) -> str:
     return ".".join(location) or "body"
 
 
-ERRORS = {status: {"model": ErrorBody} for status in (401, 404, 413, 422, 503)}
+ERRORS = {status: {"model": ErrorBody} for status in (400, 401, 404, 413, 422, 503)}
 
 
 def create_app(backend: Backend, lifespan=None) -> FastAPI:
@@ -174,13 +195,7 @@ def create_app(backend: Backend, lifespan=None) -> FastAPI:
                   description="Pyserini-compatible REST search over the indexes this service was configured with.")
 
     def authorised(request: Request) -> None:
-        if config.api_key is None:
-            return
-        given = request.headers.get("authorization", "")
-        scheme, _, token = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), config.api_key.encode()):
-            raise Refusal(401, "missing or wrong API key (Authorization: Bearer KEY)", "authorization",
-                          {"WWW-Authenticate": "Bearer"})
+        check_key(config, request.headers.get("authorization", ""))
 
     def admin(request: Request) -> None:
         if config.api_key is None:

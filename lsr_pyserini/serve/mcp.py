@@ -1,0 +1,229 @@
+"""The MCP front end: Pyserini's MCP tools (`pyserini.server.mcp.tools`; the same names and
+argument names for what both do) over the backend the REST routes use, plus `explain`.
+
+    search(query, index_name, k)             [{rank, docid, score, text}]
+    get_document(docid, index_name)          {docid, text}
+    list_indexes(index_type)                 [names]   (index_type impact|tf|dense, or all)
+    get_index(index_name)                    the index's status (as GET /v1/indexes/{name}/status)
+    explain(query, index_name, docids | k)   [{docid, rank, score, explained, terms: [{term,
+                                             query_weight, document_weight, contribution}]}]
+
+Queries go through the backend's micro-batcher, as REST queries do, under the same bounds (k up to
+`max_hits`, queries up to `max_query_chars`). Every refusal is a ToolError of one line (an unknown
+index or document, an argument out of bounds, a full queue); an unexpected failure reaches the
+client as "Error calling tool NAME" only, its traceback in the service's log.
+"""
+import functools
+import logging
+from typing import Annotated, Any, Literal, Optional, Union
+
+import anyio
+from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.exceptions import ValidationError as ArgumentsError
+from fastmcp.server.middleware import Middleware
+from pydantic import BaseModel, Field
+from pydantic import ValidationError as PydanticValidationError
+
+from .. import __version__
+from ..core.errors import InputError, NotFound
+from ..core.hits import run_precision
+from .backend import Backend, NotReady
+from .batching import Overloaded
+
+logger = logging.getLogger(__name__)
+READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
+
+
+class QueryObject(BaseModel):
+    """A query as Pyserini's MCP `search` takes it."""
+
+    query_txt: str
+    qid: str = ""
+
+
+class SearchHit(BaseModel):
+    rank: int
+    docid: str
+    score: float
+    text: str = Field(description="the document's text ('' where the index keeps none)")
+
+
+class Document(BaseModel):
+    docid: str
+    text: str
+
+
+class TermContribution(BaseModel):
+    term: str
+    query_weight: float
+    document_weight: float
+    contribution: float = Field(description="this term's part of the score")
+
+
+class ExplainedHit(BaseModel):
+    docid: str
+    rank: Optional[int] = Field(None, description="its rank in the top k (None for a docid given)")
+    score: Optional[float] = Field(None, description="its score (None for a given docid of a re-ranked index)")
+    first_stage_score: Optional[float] = Field(None, description="the first stage's score, when re-ranked")
+    explained: str = Field(description="what the terms explain: 'score', or 'first_stage' for a re-ranked index")
+    terms: list[TermContribution] = Field(description="the matching terms, largest contribution first")
+
+
+def refusal(message: str) -> ToolError:
+    return ToolError(message, log_level=logging.DEBUG)  # the client's mistake, not the service's
+
+
+def refusals(tool):
+    """The backend's refusals as one-line ToolErrors."""
+
+    @functools.wraps(tool)
+    async def wrapped(*args, **kwargs):
+        try:
+            return await tool(*args, **kwargs)
+        except InputError as err:  # NotFound included: unknown index or document, bad query
+            raise refusal(str(err).splitlines()[0] if str(err) else type(err).__name__) from None
+        except NotReady:
+            raise refusal("the service is still loading its indexes: retry shortly") from None
+        except Overloaded:
+            raise refusal("the service is at capacity: retry shortly") from None
+
+    return wrapped
+
+
+def is_union_tag(part) -> bool:
+    """Whether a pydantic error location part names a member of a union ('constrained-str',
+    'QueryObject', 'list[...]') rather than an argument or a position."""
+    return isinstance(part, str) and (part in ("str", "int", "list") or "-" in part or "[" in part or part[:1].isupper())
+
+
+class OneLineArgumentErrors(Middleware):
+    """An argument that fails the tool's schema as one line ('k: Input should be ...'), not
+    pydantic's several lines with a link."""
+
+    async def on_call_tool(self, context, call_next):
+        try:
+            return await call_next(context)
+        except ArgumentsError as err:
+            cause = err.__cause__
+            if not isinstance(cause, PydanticValidationError) or not cause.errors():
+                raise refusal(str(err).splitlines()[0]) from None
+            first = cause.errors()[0]
+            where = [str(part) for part in first.get("loc", ()) if not is_union_tag(part)]
+            raise refusal(f"{'.'.join(where) or 'arguments'}: {first.get('msg', 'invalid')}") from None
+
+
+def create_mcp(backend: Backend) -> FastMCP:
+    """The MCP server of `backend`'s indexes (its tools call the backend; nothing is loaded here)."""
+    config = backend.config
+    names = backend.names()
+    default_index = names[0]
+    mcp = FastMCP("lsr-pyserini", version=__version__, mask_error_details=True,
+                  middleware=[OneLineArgumentErrors()],
+                  instructions=f"Learned sparse (and BM25) retrieval over the indexes {', '.join(names)}: "
+                               "search them, read a document, and explain why a document matched.")
+
+    QueryText = Annotated[str, Field(min_length=1, max_length=config.max_query_chars)]
+    Query = Annotated[Union[QueryText, QueryObject],
+                      Field(description='the query text, or Pyserini\'s {"qid": "...", "query_txt": "..."}')]
+    IndexName = Annotated[str, Field(description=f"a served index (list_indexes): {', '.join(names)}",
+                                     max_length=64)]
+    K = Annotated[int, Field(ge=1, le=config.max_hits, description="how many results")]
+
+    def text_of(query) -> tuple[str, str]:
+        if isinstance(query, QueryObject):
+            text, qid = query.query_txt, query.qid
+        else:
+            text, qid = query, ""
+        if not text:
+            raise refusal("query: the query text is empty")
+        if len(text) > config.max_query_chars:
+            raise refusal(f"query: longer than {config.max_query_chars} characters")
+        return text, qid
+
+    @mcp.tool(annotations=READ_ONLY)
+    @refusals
+    async def search(query: Query, index_name: IndexName = default_index, k: K = 10) -> list[SearchHit]:
+        """Search an index and return its top k documents, best first: rank, docid, score and text."""
+        text, qid = text_of(query)
+        found = await backend.search(index_name, text, k, qid)
+        return [SearchHit(rank=rank, docid=hit["docid"], score=hit["score"], text=hit["document_txt"])
+                for rank, hit in enumerate(found["candidates"], 1)]
+
+    @mcp.tool(annotations=READ_ONLY)
+    @refusals
+    async def get_document(docid: Annotated[str, Field(min_length=1, max_length=512)],
+                           index_name: IndexName) -> Document:
+        """Retrieve the full text of a document by its ID from a given index."""
+        document = await anyio.to_thread.run_sync(backend.document, index_name, docid)
+        return Document(docid=document["id"], text=document["contents"])
+
+    @mcp.tool(annotations=READ_ONLY)
+    @refusals
+    async def list_indexes(index_type: Annotated[Optional[Literal["impact", "tf", "dense"]], Field(
+            description="only indexes of this kind: impact (learned sparse), tf (BM25) or dense; "
+                        "omit for all")] = None) -> list[str]:
+        """List the indexes this service searches (of one kind, or all)."""
+        if index_type is None:
+            return names
+        if not backend.ready:
+            raise NotReady()
+        return [name for name in names if backend.kind(name) == index_type]
+
+    @mcp.tool(annotations=READ_ONLY)
+    @refusals
+    async def get_index(index_name: IndexName) -> dict[str, Any]:
+        """Get an index's details: kind, engine, encoder, documents, size, version and load time."""
+        return await anyio.to_thread.run_sync(backend.status, index_name)
+
+    @mcp.tool(annotations=READ_ONLY)
+    @refusals
+    async def explain(query: Query, index_name: IndexName = default_index,
+                      docids: Annotated[Optional[list[Annotated[str, Field(min_length=1, max_length=512)]]], Field(
+                          description="explain these documents (ranked or not); omit to explain the top k",
+                          min_length=1, max_length=config.max_hits)] = None,
+                      k: K = 10) -> list[ExplainedHit]:
+        """Why documents match a query: each one's matching terms, with the query's weight, the
+        document's weight and the term's contribution to the score (largest first). Explains the
+        top k, or the documents named in `docids`."""
+        text, qid = text_of(query)
+        if docids is None:
+            found = await backend.search(index_name, text, k, qid, explain=True)
+            return [ExplainedHit(docid=hit["docid"], rank=rank, score=hit["score"],
+                                 first_stage_score=hit.get("first_stage_score"), explained=hit["explained"],
+                                 terms=hit["terms"])
+                    for rank, hit in enumerate(found["candidates"], 1)]
+        return await anyio.to_thread.run_sync(explain_documents, backend, index_name, text,
+                                              list(dict.fromkeys(docids)))
+
+    return mcp
+
+
+def explain_documents(backend: Backend, name: str, text: str, docids: list[str]) -> list[ExplainedHit]:
+    """The named documents' matching terms for `text`, from the index's engine (the first stage
+    when the index is re-ranked); the score of a document that matches no term is 0."""
+    searcher = backend.slot(name).searcher
+    query = searcher.query_side.queries(["q"], [text])[0]
+    try:
+        matched = searcher.engine.explain(query, docids)
+    except InputError as err:  # the engine's message names the index's folder: name the document instead
+        if "no document" not in str(err):
+            raise
+        for docid in docids:
+            try:
+                searcher.engine.explain(query, [docid])
+            except InputError:
+                raise NotFound(f"document {docid!r}: not in index {name!r}") from None
+        raise
+    reranked = searcher.reranker is not None
+    explained = []
+    for docid in docids:
+        terms = matched.get(docid, ())
+        score = run_precision(sum(term.contribution for term in terms))
+        explained.append(ExplainedHit(docid=docid, score=None if reranked else score,
+                                      first_stage_score=score if reranked else None,
+                                      explained="first_stage" if reranked else "score",
+                                      terms=[TermContribution(term=m.term, query_weight=m.query_weight,
+                                                              document_weight=m.document_weight,
+                                                              contribution=m.contribution) for m in terms]))
+    return explained

@@ -1,0 +1,260 @@
+"""The MCP tools (serve/mcp.py): in process over a loaded Backend, their answers checked against a
+Searcher of the same index; then over HTTP at a keyed service's /mcp."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from service import Service, build_sample_indexes, sample_queries
+
+TOOLS = {"search", "get_document", "list_indexes", "get_index", "explain"}
+MAX_HITS, MAX_QUERY_CHARS = 50, 300
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory):
+    return build_sample_indexes(tmp_path_factory.mktemp("serve-mcp"))
+
+
+@pytest.fixture(scope="module")
+def backend(indexes):
+    import lsr_pyserini
+
+    lsr_pyserini.start_jvm()  # before anything imports pyserini
+    from lsr_pyserini.serve.backend import Backend
+    from lsr_pyserini.serve.config import build_config, index_spec
+
+    specs = [index_spec("sample", {"index": str(indexes["splade"]), "encoder": "splade-tiny"}, "test"),
+             index_spec("sample-bm25", {"index": str(indexes["bm25"])}, "test")]
+    backend = Backend(build_config(specs, {"max_hits": MAX_HITS, "max_query_chars": MAX_QUERY_CHARS}))
+    backend.load()
+    yield backend
+    backend.close()
+
+
+@pytest.fixture(scope="module")
+def searchers(backend, indexes):
+    """The reference: Searchers of the same indexes, opened apart from the backend's."""
+    import lsr_pyserini
+
+    opened = {"sample": lsr_pyserini.Searcher(str(indexes["splade"]), encoder="splade-tiny"),
+              "sample-bm25": lsr_pyserini.Searcher(str(indexes["bm25"]))}
+    yield opened
+    for searcher in opened.values():
+        searcher.close()
+
+
+def calls(backend, *requests: tuple[str, dict]) -> list:
+    """Each (tool, arguments)'s structured result, or the ToolError it raised, over one in-process
+    session."""
+    from fastmcp import Client
+    from fastmcp.exceptions import ToolError
+
+    from lsr_pyserini.serve.mcp import create_mcp
+
+    async def session():
+        results = []
+        async with Client(create_mcp(backend)) as client:
+            for tool, arguments in requests:
+                try:
+                    result = await client.call_tool(tool, arguments)
+                except ToolError as err:
+                    results.append(err)
+                    continue
+                content = result.structured_content
+                results.append(content["result"] if set(content) == {"result"} else content)
+        return results
+
+    return asyncio.run(session())
+
+
+def pairs(hits) -> list[tuple[str, float]]:
+    return [(hit["docid"], hit["score"]) for hit in hits]
+
+
+def test_tools_are_listed_with_pyserini_arguments_and_the_service_bounds(backend):
+    from fastmcp import Client
+
+    from lsr_pyserini.serve.mcp import create_mcp
+
+    async def listed():
+        async with Client(create_mcp(backend)) as client:
+            return {tool.name: tool for tool in await client.list_tools()}
+
+    tools = asyncio.run(listed())
+    assert set(tools) == TOOLS
+    schema = {name: tool.input_schema["properties"] for name, tool in tools.items()}
+    assert set(schema["search"]) == {"query", "index_name", "k"}
+    assert set(schema["get_document"]) == {"docid", "index_name"}
+    assert set(schema["list_indexes"]) == {"index_type"}
+    assert set(schema["get_index"]) == {"index_name"}
+    assert set(schema["explain"]) == {"query", "index_name", "docids", "k"}
+    assert schema["search"]["k"]["maximum"] == MAX_HITS and schema["search"]["k"]["minimum"] == 1
+    assert all(tool.annotations.read_only_hint for tool in tools.values())
+
+
+def test_search_equals_the_searcher_with_texts(backend, searchers):
+    queries = [text for _, text in sample_queries()]
+    requests = [("search", {"query": text, "k": 5}) for text in queries]
+    requests += [("search", {"query": text, "index_name": "sample-bm25", "k": 5}) for text in queries]
+    results = calls(backend, *requests)
+    for position, (tool, arguments) in enumerate(requests):
+        searcher = searchers[arguments.get("index_name", "sample")]
+        hits = results[position]
+        expected = searcher.search(arguments["query"], k=5)
+        assert pairs(hits) == [(hit.docid, hit.score) for hit in expected]
+        assert [hit["rank"] for hit in hits] == list(range(1, len(hits) + 1))
+        assert [hit["text"] for hit in hits] == searcher.docs([hit.docid for hit in expected])
+    assert any(results[: len(queries)]), "the sample queries find documents"
+
+
+def test_search_takes_pyserinis_query_object(backend):
+    text = "does vitamin d prevent bone fractures"
+    plain, as_object = calls(backend, ("search", {"query": text, "k": 3}),
+                             ("search", {"query": {"qid": "q1", "query_txt": text}, "index_name": "sample", "k": 3}))
+    assert plain == as_object and len(plain) == 3
+
+
+def test_get_document_list_indexes_and_get_index(backend, searchers):
+    docid = searchers["sample"].search("vaccines and immune memory", k=1)[0].docid
+    document, everything, impact, tf, dense, status = calls(
+        backend, ("get_document", {"docid": docid, "index_name": "sample"}), ("list_indexes", {}),
+        ("list_indexes", {"index_type": "impact"}), ("list_indexes", {"index_type": "tf"}),
+        ("list_indexes", {"index_type": "dense"}), ("get_index", {"index_name": "sample"}))
+    assert document == {"docid": docid, "text": searchers["sample"].doc(docid)}
+    assert everything == ["sample", "sample-bm25"]
+    assert (impact, tf, dense) == (["sample"], ["sample-bm25"], [])
+    assert status["name"] == "sample" and status["kind"] == "impact" and status["engine"] == "lucene"
+    assert status["encoder"] == "splade-tiny" and status["documents"] == 12 and status["version"] == 1
+
+
+def test_explain_terms_sum_to_the_score_and_docids_explain_the_same(backend, searchers):
+    text = "drugs that reduce cholesterol and heart attacks"
+    expected = searchers["sample"].search(text, k=4, explain=True)
+    top, named = calls(backend, ("explain", {"query": text, "k": 4}),
+                       ("explain", {"query": text, "docids": [expected[3].docid, expected[0].docid], "k": 1}))
+    assert pairs(top) == [(hit.docid, hit.score) for hit in expected]
+    for hit, reference in zip(top, expected):
+        assert hit["explained"] == "score" and hit["terms"], hit
+        assert sum(term["contribution"] for term in hit["terms"]) == pytest.approx(hit["score"])
+        assert [(term["term"], term["contribution"]) for term in hit["terms"]] == \
+            [(match.term, match.contribution) for match in reference.terms]
+        for term in hit["terms"]:
+            assert term["contribution"] == pytest.approx(term["query_weight"] * term["document_weight"])
+    # documents named: the 4th and the 1st, in that order, whatever k says; unranked, the same terms
+    assert [hit["docid"] for hit in named] == [expected[3].docid, expected[0].docid]
+    by_docid = {hit["docid"]: hit for hit in top}
+    for hit in named:
+        assert hit["rank"] is None and hit["score"] == by_docid[hit["docid"]]["score"]
+        assert hit["terms"] == by_docid[hit["docid"]]["terms"]
+
+
+def test_refusals_are_one_line_tool_errors(backend, searchers):
+    from fastmcp.exceptions import ToolError
+
+    docid = searchers["sample"].search("coral bleaching", k=1)[0].docid
+    refusals = {
+        "unknown index (search)": (("search", {"query": "x", "index_name": "nope"}), "index 'nope': not served here"),
+        "unknown index (document)": (("get_document", {"docid": docid, "index_name": "nope"}), "not served here"),
+        "unknown index (status)": (("get_index", {"index_name": "nope"}), "not served here"),
+        "unknown index (explain)": (("explain", {"query": "x", "index_name": "nope"}), "not served here"),
+        "unknown document": (("get_document", {"docid": "no-such-doc", "index_name": "sample"}),
+                             "document 'no-such-doc': not in index 'sample'"),
+        "unknown document (explain)": (("explain", {"query": "x", "docids": [docid, "no-such-doc"]}),
+                                       "document 'no-such-doc': not in index 'sample'"),
+        "k 0": (("search", {"query": "x", "k": 0}), "k: "),
+        "k over max_hits": (("search", {"query": "x", "k": MAX_HITS + 1}), "k: "),
+        "k over max_hits (explain)": (("explain", {"query": "x", "k": MAX_HITS + 1}), "k: "),
+        "k not a number": (("search", {"query": "x", "k": "many"}), "k: "),
+        "empty query": (("search", {"query": ""}), "query"),
+        "long query": (("search", {"query": "a" * (MAX_QUERY_CHARS + 1)}), "query"),
+        "long query object": (("search", {"query": {"query_txt": "a" * (MAX_QUERY_CHARS + 1)}}),
+                              f"query: longer than {MAX_QUERY_CHARS} characters"),
+        "no query": (("search", {}), "query: "),
+        "unknown kind": (("list_indexes", {"index_type": "faiss"}), "index_type: "),
+        "no docids": (("explain", {"query": "x", "docids": []}), "docids: "),
+    }
+    results = calls(backend, *[request for request, _ in refusals.values()])
+    for (case, (_, message)), result in zip(refusals.items(), results):
+        assert isinstance(result, ToolError), f"{case}: answered {result!r}"
+        assert message in str(result) and "\n" not in str(result), f"{case}: {result}"
+        assert "Traceback" not in str(result) and "/" not in str(result), f"{case}: {result}"
+    # and the service still answers
+    assert calls(backend, ("search", {"query": "coral bleaching", "k": 1}))[0][0]["docid"] == docid
+
+
+def test_the_app_mounts_mcp_behind_its_guards_and_no_mcp_leaves_it_out(indexes):
+    """In process, through the whole app (body limit, routes, lifespan) with a backend not loaded:
+    /mcp and /mcp/ answer tools/list; without keys (a loopback service) a foreign Origin or Host is
+    refused (DNS rebinding); a body over the limit is 413; with mcp off there is no /mcp."""
+    from dataclasses import replace
+
+    from lsr_pyserini.serve.app import build_app
+    from lsr_pyserini.serve.backend import Backend
+    from lsr_pyserini.serve.config import build_config, index_spec
+
+    config = build_config([index_spec("sample", {"index": str(indexes["splade"]), "encoder": "splade-tiny"}, "t")],
+                          {"max_body_bytes": 4096})
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    async def requests(app, *asked):
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as client:
+                return [await client.post(path, headers={**accept, **headers}, **body) for path, headers, body in asked]
+
+    app = build_app(Backend(config), load=False)
+    answers = asyncio.run(requests(app, ("/mcp", {}, {"json": listing}), ("/mcp/", {}, {"json": listing}),
+                                   ("/mcp", {"Origin": "http://evil.example"}, {"json": listing}),
+                                   ("/mcp", {"Host": "evil.example"}, {"json": listing}),
+                                   ("/mcp", {"Content-Type": "application/json"}, {"content": b" " * 5000})))
+    for answer in answers[:2]:
+        assert answer.status_code == 200, answer.text
+        data = [line[len("data: "):] for line in answer.text.splitlines() if line.startswith("data: ")]
+        assert {tool["name"] for tool in json.loads(data[0])["result"]["tools"]} == TOOLS
+    assert [answer.status_code for answer in answers[2:]] == [403, 421, 413]
+    without = build_app(Backend(replace(config, mcp=False)), load=False)
+    assert not [route for route in without.routes if getattr(route, "path", "").startswith("/mcp")]
+    refused = asyncio.run(requests(without, ("/mcp", {}, {"json": listing})))[0]
+    assert refused.status_code == 404 and refused.json()["detail"] == "Not Found"
+
+
+def test_mcp_over_http_needs_the_services_key(indexes, tmp_path):
+    from fastmcp import Client
+    from fastmcp.client.transports import StreamableHttpTransport
+
+    key = "k3y-" + "0123456789abcdef" * 2
+    key_file = tmp_path / "api-key"
+    key_file.write_text(key[:32] + "\n")
+    key = key[:32]
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    with Service("--index", f"sample={indexes['splade']}", "--encoder", "splade-tiny", "--api-key-file", key_file,
+                 "--quiet", folder=tmp_path) as service:
+        for headers in ({}, {"Authorization": "Bearer wrong-key-wrong-key-wrong-key-"}, {"Authorization": key}):
+            refused = httpx.post(f"{service.url}/mcp", json=listing, headers={**accept, **headers}, timeout=30)
+            assert refused.status_code == 401, refused.text
+            assert refused.headers["www-authenticate"] == "Bearer"
+            assert refused.json()["field"] == "authorization"
+
+        async def session(url):
+            async with Client(StreamableHttpTransport(url, auth=key)) as client:
+                tools = {tool.name for tool in await client.list_tools()}
+                found = await client.call_tool("search", {"query": "does vitamin d prevent bone fractures", "k": 3})
+                return tools, found.structured_content["result"]
+
+        for url in (f"{service.url}/mcp", f"{service.url}/mcp/"):
+            tools, hits = asyncio.run(session(url))
+            assert tools == TOOLS
+            with service.client(headers={"Authorization": f"Bearer {key}"}) as rest:
+                answer = rest.post("/v1/indexes/sample/search", json={"query": "does vitamin d prevent bone fractures",
+                                                                       "hits": 3})
+            assert pairs(hits) == pairs(answer.json()["candidates"]) and len(hits) == 3
+            assert [hit["text"] for hit in hits] == [hit["document_txt"] for hit in answer.json()["candidates"]]
+        with service.client() as rest:
+            assert not any(path.startswith("/mcp") for path in rest.get("/openapi.json").json()["paths"])
+        assert service.stop() == 0
