@@ -161,7 +161,8 @@ def start_service(args, folder: Path) -> tuple[subprocess.Popen, str, int]:
     command = [sys.executable, "-m", "lsr_pyserini.serve", "--index", f"bench={args.index}", "--port", "0",
                "--ready-file", str(ready), "--threads", str(args.threads), "--max-batch", str(args.max_batch),
                "--max-wait-ms", str(args.max_wait_ms), "--queue-size", str(max(256, 4 * max(args.clients))),
-               "--max-hits", str(max(1000, args.hits)), "--quiet", "--no-mcp"]
+               "--max-hits", str(max(1000, args.hits)), "--encoder-threads", str(args.encoder_threads), "--quiet",
+               "--no-mcp"]
     if args.encoder:
         command += ["--encoder", args.encoder]
     if args.engine:
@@ -245,6 +246,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="per measurement (default: 20)")
     parser.add_argument("--hits", type=positive_int, default=10)
     parser.add_argument("--threads", type=positive_int, default=2, help="engine threads (service and batch_search)")
+    parser.add_argument("--encoder-threads", type=positive_int, default=1, help="the service's torch threads")
     parser.add_argument("--max-batch", type=positive_int, default=32)
     parser.add_argument("--max-wait-ms", type=float, default=0.0)
     parser.add_argument("--soak-seconds", type=float, default=0.0, help="0: no soak")
@@ -272,6 +274,8 @@ def main() -> None:
             process.send_signal(signal.SIGTERM)
             exit_status = process.wait(120)
     report = {"engine": args.engine or "auto", "encoder": args.encoder, "index": args.index, "hits": args.hits,
+              "service_settings": {"threads": args.threads, "encoder_threads": args.encoder_threads,
+                                   "max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms},
               "queries": len(queries), "seconds": args.seconds, "environment": environment(args.threads),
               "in_process": figures, "service": rows, "soak": soaked, "service_exit_status": exit_status}
     by_clients = {row["clients"]: row for row in rows}

@@ -213,21 +213,29 @@ class Searcher:
                      explain: bool = False) -> dict[str, list[Hit]]:
         """{qid: hits} for each query; with a re-ranker, the top k of its re-scored candidates. With
         `explain`, each hit's `terms` are the terms that matched in the first stage."""
-        with placed(self.placement):  # models a re-ranker loads on first use go there too
-            return self._batch_search(texts, qids, k, threads, explain)
+        return self.search_encoded(texts, qids, self.encode_queries(texts, qids), k, threads, explain)
 
-    def _batch_search(self, texts, qids, k, threads, explain) -> dict[str, list[Hit]]:
+    def encode_queries(self, texts: list[str], qids: list[str]) -> list:
+        """The engine's queries for these texts (the first half of `batch_search`; a service encodes
+        the next batch while the engine searches this one)."""
         if len(texts) != len(qids):
             raise InputError(f"{len(texts)} query texts for {len(qids)} query ids")
         if len(set(qids)) < len(qids):
             raise InputError("query ids repeat: give each query its own id")
+        with placed(self.placement):  # a model loaded on first use goes there too
+            return self.query_side.queries(qids, texts)
+
+    def search_encoded(self, texts: list[str], qids: list[str], queries: list, k: int = 10, threads: int = 1,
+                       explain: bool = False) -> dict[str, list[Hit]]:
+        """The second half of `batch_search`: the engine, the re-ranker and the explanations for
+        queries `encode_queries` made of `texts`."""
         k, threads = checked("k", k, positive_int), checked("threads", threads, positive_int)
         depth = max(k, self.candidates) if self.reranker else k
-        queries = self.query_side.queries(qids, texts)
-        run = self.engine.search(qids, queries, depth, threads)
-        first_scores = None
-        if self.reranker is not None:
-            run, first_scores = self._rerank(run, qids, texts, depth)
+        with placed(self.placement):
+            run = self.engine.search(qids, queries, depth, threads)
+            first_scores = None
+            if self.reranker is not None:
+                run, first_scores = self._rerank(run, qids, texts, depth)
         top = {qid: run.get(qid, [])[:k] for qid in qids}
         terms = {}
         if explain:

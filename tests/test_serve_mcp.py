@@ -8,15 +8,17 @@ import json
 import httpx
 import pytest
 
-from service import Service, build_sample_indexes, sample_queries
+from service import Service, sample_queries
+
+pytestmark = pytest.mark.xdist_group("serve")  # one worker: the sample indexes built once
 
 TOOLS = {"search", "get_document", "list_indexes", "get_index", "explain"}
 MAX_HITS, MAX_QUERY_CHARS = 50, 300
 
 
 @pytest.fixture(scope="module")
-def indexes(tmp_path_factory):
-    return build_sample_indexes(tmp_path_factory.mktemp("serve-mcp"))
+def indexes(service_indexes):
+    return service_indexes
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from service import Service, build_sample_indexes, sample_queries
+from service import Service, sample_queries
+
+pytestmark = pytest.mark.xdist_group("serve")  # one worker: the sample indexes built once
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 API_KEY = "page-test-key-0123456789"
@@ -44,9 +46,9 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
+def service(tmp_path_factory, service_indexes):
     folder = tmp_path_factory.mktemp("serve-page")
-    indexes = build_sample_indexes(folder)
+    indexes = service_indexes
     key_file = folder / "api-key"
     key_file.write_text(API_KEY + "\n")
     started = Service("--index", f"sample={indexes['splade']}", "--encoder", "splade-tiny", "--max-hits", MAX_HITS,

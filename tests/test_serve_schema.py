@@ -9,18 +9,20 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from service import Service, build_sample_indexes
+from service import Service
+
+pytestmark = pytest.mark.xdist_group("serve")  # one worker: the sample indexes built once
 
 EXAMPLES = 50  # fuzzed requests per operation and mode: the module runs in under a minute, startup included
 
 
 @pytest.fixture(scope="module")
-def service(tmp_path_factory):
+def service(tmp_path_factory, service_indexes):
     """The sample's SPLADE and BM25 indexes served without keys (loopback), as a user starts it;
     small bounds, so that the largest requests generated stay quick. Without keys the admin reload
     route answers 401 at once, so it is tested too (its refusal; a reload itself takes seconds)."""
     folder = tmp_path_factory.mktemp("serve-schema")
-    indexes = build_sample_indexes(folder)
+    indexes = service_indexes
     config = folder / "serve.yaml"
     config.write_text(f"indexes:\n  sample:\n    index: {indexes['splade']}\n    encoder: splade-tiny\n"
                       f"  sample-bm25:\n    index: {indexes['bm25']}\n"

@@ -1,9 +1,10 @@
 """The one backend behind the REST routes, the MCP tools and the page.
 
 Each configured index is a `Slot`: a `Searcher` (api.py) and its `MicroBatcher`. Requests are
-single queries submitted to the slot's batcher; the batcher's worker searches each group with
-`Searcher.batch_search` (the query side encodes each query alone, so a batched query's ranking is
-the one `Searcher.search` gives it alone) and fetches the hits' texts in the same step. A reload
+single queries submitted to the slot's batcher, a two-stage pipeline: one thread encodes a group
+(`Searcher.encode_queries`: each query alone, so a batched query's ranking is the one
+`Searcher.search` gives it alone), the other searches the group encoded before
+(`Searcher.search_encoded`) and fetches the hits' texts in the same step. A reload
 opens and warms a new `Searcher` beside the old one and swaps the slot in one assignment; the old
 batcher finishes what it holds, and a request that reached it after the swap goes to the new one.
 Results are plain dicts in Pyserini's REST shape (`pyserini.server.models.Hits`).
@@ -99,15 +100,20 @@ class Backend:
         except InputError as err:  # an index without stored texts, built from shards now gone
             has_texts = False
             logger.warning("index %r: search results carry no document text (%s)", spec.name, err)
-        batcher = MicroBatcher(lambda key, texts: self._run_group(searcher, has_texts, key, texts),
+        batcher = MicroBatcher(lambda key, encoded: self._run_group(searcher, has_texts, key, encoded),
                                self.config.max_batch, self.config.max_wait_ms, self.config.queue_size,
-                               name=f"{spec.name}-v{version}")
+                               name=f"{spec.name}-v{version}", prepare=lambda key, texts: self._encode(searcher, texts))
         return Slot(spec, searcher, batcher, version, time.time(), time.perf_counter() - started, has_texts)
 
-    def _run_group(self, searcher: Searcher, has_texts: bool, key, texts: list[str]) -> list:
-        k, explain = key
+    @staticmethod
+    def _encode(searcher: Searcher, texts: list[str]) -> tuple:
         qids = [str(position) for position in range(len(texts))]
-        found = searcher.batch_search(texts, qids, k=k, threads=self.config.threads, explain=explain)
+        return texts, qids, searcher.encode_queries(texts, qids)
+
+    def _run_group(self, searcher: Searcher, has_texts: bool, key, encoded: tuple) -> list:
+        k, explain = key
+        texts, qids, queries = encoded
+        found = searcher.search_encoded(texts, qids, queries, k=k, threads=self.config.threads, explain=explain)
         rankings = [found[qid] for qid in qids]
         docids = sorted({hit.docid for hits in rankings for hit in hits})
         documents = dict(zip(docids, searcher.docs(docids))) if has_texts and docids else {}

@@ -51,6 +51,7 @@ class ServiceConfig:
     insecure_no_auth: bool = False
     cors_origins: tuple[str, ...] = ()
     threads: int = 2  # the engine's threads for one micro-batch
+    encoder_threads: int = 1  # torch's threads: one query per forward pass runs best alone beside the engine
     max_batch: int = 32  # queries searched together
     max_wait_ms: float = 0.0  # how long a batch waits for more queries once one arrived (0: takes what is queued)
     queue_size: int = 256  # queries waiting per index; beyond it 503 with Retry-After
@@ -68,7 +69,7 @@ class ServiceConfig:
         raise KeyError(name)
 
 
-NUMBERS = {"port": int_in(0, 65535), "threads": positive_int, "max_batch": positive_int,
+NUMBERS = {"port": int_in(0, 65535), "threads": positive_int, "encoder_threads": positive_int, "max_batch": positive_int,
            "max_wait_ms": non_negative_float, "queue_size": positive_int, "max_hits": positive_int,
            "max_query_chars": positive_int, "max_batch_queries": positive_int, "max_body_bytes": int_in(64)}
 SERVICE_KEYS = tuple(f.name for f in fields(ServiceConfig) if f.name not in ("indexes", "api_key"))
