@@ -55,8 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     limits.add_argument("--threads", type=positive_int, help="engine threads per micro-batch (default: 2)")
     limits.add_argument("--encoder-threads", type=positive_int,
                         help="torch threads of the query encoders and re-rankers (default: 1: beside the engine's "
-                             "threads, the event loop and the JVM, one query per forward pass runs fastest on one; "
-                             "impacts do not depend on it)")
+                             "threads, the event loop and the JVM, one query per forward pass runs fastest on one)")
     limits.add_argument("--max-batch", type=positive_int, help="queries searched together (default: 32)")
     limits.add_argument("--max-wait-ms", type=non_negative_float,
                         help="how long a batch waits for more queries (default: 0: takes what is queued)")

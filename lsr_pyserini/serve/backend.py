@@ -21,6 +21,7 @@ from pathlib import Path
 from ..api import Searcher
 from ..core.errors import InputError, NotFound
 from ..core.hits import Hit
+from ..engines.base import VECTOR
 from .batching import Closed, MicroBatcher, Overloaded
 from .config import IndexSpec, ServiceConfig
 
@@ -106,14 +107,29 @@ class Backend:
         return Slot(spec, searcher, batcher, version, time.time(), time.perf_counter() - started, has_texts)
 
     @staticmethod
-    def _encode(searcher: Searcher, texts: list[str]) -> tuple:
+    def _alone(searcher: Searcher) -> bool:
+        """Whether queries must be encoded and scored one at a time to give `Searcher.search`'s
+        answer: dense query vectors and re-rankers' models run padded batches, whose float kernels
+        may move the last bits (engines/base.py); impact and BM25 query sides encode each query
+        alone anyway and batch only the engine's search."""
+        return searcher.reranker is not None or searcher.query_side.makes == VECTOR
+
+    def _encode(self, searcher: Searcher, texts: list[str]) -> tuple:
         qids = [str(position) for position in range(len(texts))]
+        if self._alone(searcher):
+            return texts, qids, [searcher.encode_queries([text], [qid])[0] for text, qid in zip(texts, qids)]
         return texts, qids, searcher.encode_queries(texts, qids)
 
     def _run_group(self, searcher: Searcher, has_texts: bool, key, encoded: tuple) -> list:
         k, explain = key
         texts, qids, queries = encoded
-        found = searcher.search_encoded(texts, qids, queries, k=k, threads=self.config.threads, explain=explain)
+        threads = self.config.threads
+        if self._alone(searcher):
+            found = {}
+            for text, qid, query in zip(texts, qids, queries):
+                found.update(searcher.search_encoded([text], [qid], [query], k=k, threads=threads, explain=explain))
+        else:
+            found = searcher.search_encoded(texts, qids, queries, k=k, threads=threads, explain=explain)
         rankings = [found[qid] for qid in qids]
         docids = sorted({hit.docid for hits in rankings for hit in hits})
         documents = dict(zip(docids, searcher.docs(docids))) if has_texts and docids else {}
