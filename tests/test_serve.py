@@ -332,3 +332,30 @@ def test_config_file(service_indexes, tmp_path):
     config.write_text("indexes:\n  a/b:\n    index: x\n")
     with pytest.raises(InputError, match="index name 'a/b'"):
         read_config(str(config))
+
+
+def test_cors_is_off_unless_configured():
+    from dataclasses import replace
+
+    from lsr_pyserini.serve.rest import create_app
+
+    backend, paused = _paused_backend(queue_size=4)
+    paused.release.set()
+    preflight = {"Origin": "http://elsewhere.example", "Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "content-type"}
+
+    async def ask(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            options = await client.options("/v1/indexes/paused/search", headers=preflight)
+            answer = await client.post("/v1/indexes/paused/search", json={"query": "q"},
+                                       headers={"Origin": "http://elsewhere.example"})
+            return options, answer
+
+    options, answer = asyncio.run(ask(create_app(backend)))
+    assert "access-control-allow-origin" not in options.headers
+    assert "access-control-allow-origin" not in answer.headers
+    backend.config = replace(backend.config, cors_origins=("http://elsewhere.example",))
+    options, answer = asyncio.run(ask(create_app(backend)))
+    assert options.headers["access-control-allow-origin"] == "http://elsewhere.example"
+    assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == "http://elsewhere.example"
+    backend._slots["paused"].batcher.close()

@@ -231,7 +231,7 @@ def create_app(backend: Backend, lifespan=None) -> FastAPI:
 
     @app.exception_handler(InputError)
     async def bad_input(_, err: InputError):
-        return refusal_body(422, str(err), "query")
+        return refusal_body(422, str(err), getattr(err, "field", None))
 
     @app.exception_handler(Overloaded)
     async def overloaded(_, err: Overloaded):
