@@ -11,7 +11,6 @@ from pathlib import Path
 
 from .errors import InputError
 from .java import JavaNotFound, anserini_jar, configure_environment
-from .outputs import folder_bytes
 from .readers import read_qrels, read_queries, read_run
 
 # (key in JSON/CSV, label on screen)
@@ -155,7 +154,7 @@ def index_statistics(index_dir: str, queries_path: str | None = None) -> dict:
     stats = reader.stats()
     documents = int(stats["documents"])
     df = {term.term: term.df for term in reader.terms()}
-    size = folder_bytes(index_dir)
+    size = sum(f.stat().st_size for f in Path(index_dir).rglob("*") if f.is_file())
     result = {
         "index": index_dir,
         "size_bytes": size,
