@@ -89,6 +89,26 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+# `meet_nulls()`: Java code that meets a null 200 times in 200,000 calls. The JIT compiles
+# ArrayList.addAll's null check as a plain load that only the JVM's SIGSEGV handler turns into a
+# NullPointerException: with another handler in place, the process dies with a segfault.
+MEET_NULLS_IN_COMPILED_JAVA = """
+def meet_nulls():
+    from jnius import JavaException, autoclass
+    items, other = autoclass("java.util.ArrayList")(), autoclass("java.util.ArrayList")()
+    other.add(1)
+    nulls = 0
+    for i in range(200_000):
+        try:
+            items.addAll(other if i % 1000 else None)
+        except JavaException:
+            nulls += 1
+        if i % 1000 == 0:
+            items.clear()
+    return nulls
+"""
+
+
 def run_tool(tool: str, *args, check: bool = False, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run `python -m lsr_pyserini.TOOL ARGS` as a user would; returns the completed process."""
     result = subprocess.run([sys.executable, "-m", f"lsr_pyserini.{tool}", *map(str, args)],

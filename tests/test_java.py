@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, run_tool
+from conftest import MEET_NULLS_IN_COMPILED_JAVA, REPO, run_tool
 from lsr_pyserini.core import java
 
 
@@ -122,3 +122,28 @@ def test_jvm_env_warns_when_pyserinis_commands_cannot_start_on_the_runtime(tmp_p
     assert out.splitlines() == [f"export JAVA_HOME={slim}", f'export PATH={slim / "bin"}:"$PATH"']
     [warning] = err.splitlines()
     assert warning.startswith(f"warning: {slim} lacks jdk.incubator.vector") and "lsr_pyserini.lucene" in warning
+
+
+
+def test_the_jvms_fault_handlers_are_put_back_before_java_runs():
+    """A library that replaced the JVM's fault handlers (Ray does) no longer kills the process at the
+    next null in compiled Java code, once the call goes through `on_jvm_thread`; called directly,
+    the same code dies with a segfault (so the check can fail)."""
+    script = """
+import signal, sys
+from lsr_pyserini.core import java
+java.start_jvm()
+for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL"):  # what ray.shutdown() leaves behind
+    signal.signal(getattr(signal, name), signal.SIG_DFL)
+""" + MEET_NULLS_IN_COMPILED_JAVA + """
+print(java.on_jvm_thread(meet_nulls) if sys.argv[1] == "through-the-jvm-thread" else meet_nulls())
+"""
+
+    def run(how):
+        return subprocess.run([sys.executable, "-c", script, how], cwd=REPO, capture_output=True, text=True,
+                              timeout=300)
+
+    guarded = run("through-the-jvm-thread")
+    assert guarded.returncode == 0 and guarded.stdout.split() == ["200"], guarded.stderr[-2000:]
+    unguarded = run("directly")
+    assert unguarded.returncode == -11, (unguarded.returncode, unguarded.stdout, unguarded.stderr[-2000:])

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, SAMPLE, run_tool
+from conftest import MEET_NULLS_IN_COMPILED_JAVA, REPO, SAMPLE, run_tool
 from lsr_pyserini import encode
 from lsr_pyserini.core.errors import InputError
+from lsr_pyserini.core.java import restore_jvm_fault_handlers
 from lsr_pyserini.core.outputs import release_outputs
 from lsr_pyserini.core.writer import manifest_path
 
@@ -45,8 +46,10 @@ def local_ray():
     pytest.importorskip("ray.data")
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    restore_jvm_fault_handlers()  # Ray's replaced the JVM's, if an earlier test of this worker started it
     yield ray
     ray.shutdown()
+    restore_jvm_fault_handlers()  # shutdown leaves SIG_DFL: the next null in compiled Java code would kill us
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
@@ -199,6 +202,25 @@ def test_ctrl_c_with_workers_keeps_complete_shards_and_the_same_command_resumes(
             "--workers", "2")
     assert files_of(out) == files_of(clean)
     assert without_timing(manifest_path(out)) == without_timing(manifest_path(clean))
+
+
+def test_java_still_runs_after_an_encoding_on_ray_in_the_same_process(tiny_preset, tmp_path):
+    """`encode corpus --ray` from Python in a process where the JVM runs (a search before it): Ray's
+    start replaced the JVM's fault handlers and its stop left SIG_DFL, which killed the process at
+    the next null met in compiled Java code; the encoder puts the JVM's back after each."""
+    pytest.importorskip("ray.data", reason="Ray is not installed (pip install 'lsr-pyserini[ray]')")
+    script = f"""
+from lsr_pyserini import encode
+from lsr_pyserini.core.java import start_jvm
+start_jvm()
+encode.main(["corpus", "--encoder", {str(tiny_preset)!r}, "--input", {str(SAMPLE / "corpus.jsonl")!r},
+             "--output", {str(tmp_path / "vectors")!r}, "--shard-size", "7", "--ray", "--ray-actors", "2", "--quiet"])
+""" + MEET_NULLS_IN_COMPILED_JAVA + """
+print("nulls", meet_nulls())
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TQDM_DISABLE": "1"})
+    assert done.returncode == 0 and "nulls 200" in done.stdout, (done.returncode, done.stderr[-3000:])
 
 
 def test_a_ray_run_that_succeeds_prints_none_of_rays_own_lines(tiny_preset, tmp_path):

@@ -9,11 +9,13 @@ notes (`Using MemorySegmentIndexInput ...`) are turned off; its warnings still s
 """
 from __future__ import annotations
 
+import functools
 import glob
 import importlib.resources
 import os
 import re
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -167,6 +169,7 @@ def start_jvm(heap: str | None = None) -> None:
         import jnius  # noqa: F401  (importing it boots the JVM)
 
         quiet_lucene_notes()
+    _record_fault_handlers()
 
 
 # Strong references to the java.util.logging loggers whose level was set: the JVM keeps loggers
@@ -182,6 +185,88 @@ def quiet_lucene_notes() -> None:
     logger = autoclass("java.util.logging.Logger").getLogger("org.apache.lucene")
     logger.setLevel(autoclass("java.util.logging.Level").WARNING)
     _QUIETED_LOGGERS.append(logger)
+
+
+# -- the JVM's fault handlers stay the process's -------------------------------------------------
+#
+# The JIT compiles null checks as plain loads and relies on its SIGSEGV handler to turn the fault
+# into a NullPointerException (SIGBUS, SIGFPE and SIGILL likewise). A library that installs its own
+# handlers in a process where the JVM runs takes that away: `ray.init` installs Ray's, and
+# `ray.shutdown` then leaves SIG_DFL, so the next null met in compiled Java code kills the process
+# with a segfault (no Python traceback, no hs_err file). The JVM's handlers are recorded when it
+# starts and put back wherever such code may have run: after Ray starts and stops
+# (`core.parallel`) and before every call made through `on_jvm_thread`.
+
+_FAULT_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL")
+_jvm_fault_handlers: dict[int, object] = {}  # signal number -> the JVM's `struct sigaction`
+
+
+@functools.lru_cache(maxsize=1)
+def _sigaction_api():
+    """(sigaction, its struct type), or None where the layout below is not known (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    class SigAction(ctypes.Structure):  # glibc's struct sigaction (x86-64 and aarch64)
+        _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16), ("flags", ctypes.c_int),
+                    ("restorer", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.sigaction.argtypes = [ctypes.c_int, ctypes.POINTER(SigAction), ctypes.POINTER(SigAction)]
+    return libc.sigaction, SigAction
+
+
+def _current_action(api, number: int):
+    sigaction, SigAction = api
+    action = SigAction()
+    sigaction(number, None, action)
+    return action
+
+
+def _library_of(address) -> str:
+    """The file of the shared object that holds `address` ("" when none: SIG_DFL, SIG_IGN)."""
+    import ctypes
+
+    class DlInfo(ctypes.Structure):
+        _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p),
+                    ("saddr", ctypes.c_void_p)]
+
+    info = DlInfo()
+    if not address or not ctypes.CDLL(None).dladdr(ctypes.c_void_p(address), ctypes.byref(info)):
+        return ""
+    return os.fsdecode(info.fname or b"")
+
+
+def _record_fault_handlers() -> None:
+    """Keep the JVM's handlers of the fault signals (those that lie in libjvm), once."""
+    if _jvm_fault_handlers:
+        return
+    api = _sigaction_api()
+    if api is None:
+        return
+    import signal
+
+    for name in _FAULT_SIGNALS:
+        number = int(getattr(signal, name))
+        action = _current_action(api, number)
+        if "libjvm" in Path(_library_of(action.handler)).name:
+            _jvm_fault_handlers[number] = action
+
+
+def restore_jvm_fault_handlers() -> list[str]:
+    """Put the JVM's fault handlers back where other code replaced them; the signals put back."""
+    if not _jvm_fault_handlers:
+        return []
+    api = _sigaction_api()
+    import signal
+
+    restored = []
+    for number, action in _jvm_fault_handlers.items():
+        if _current_action(api, number).handler != action.handler:
+            api[0](number, action, None)
+            restored.append(signal.Signals(number).name)
+    return restored
 
 
 # -- one thread owns every call into the JVM ------------------------------------------------------
@@ -215,4 +300,5 @@ def on_jvm_thread(function, *args, **kwargs):
 
             start_jvm()
             _jvm_executor = ThreadPoolExecutor(1, thread_name_prefix=_JVM_THREAD_NAME)
+    restore_jvm_fault_handlers()
     return _jvm_executor.submit(function, *args, **kwargs).result()

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from .errors import InputError
+from .java import restore_jvm_fault_handlers
 
 RAY_EXTRA = "pip install 'lsr-pyserini[ray]'"
 
@@ -185,6 +186,7 @@ def ray_shards(recipe, progress, address: str | None = None, actors: int | None 
         else:
             ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=not quiet,
                      logging_level=logging.ERROR)
+        restore_jvm_fault_handlers()  # Ray's handlers replaced the JVM's, if it runs here
     cpus = int(ray.cluster_resources().get("CPU", os.cpu_count() or 1))
     if actors is None:
         gpus = int(ray.cluster_resources().get("GPU", 0))
@@ -216,6 +218,7 @@ def ray_shards(recipe, progress, address: str | None = None, actors: int | None 
                     yield index, shard, records
                 if started_here:  # now rather than at exit, where its last backend lines would show
                     ray.shutdown()
+                    restore_jvm_fault_handlers()  # shutdown leaves SIG_DFL behind
         except ray.exceptions.RayTaskError as err:
             cause = getattr(err, "cause", None)
             if isinstance(cause, InputError):
