@@ -167,7 +167,7 @@ def _paused_backend(queue_size: int):
     backend = Backend(config)
     paused = _PausedSearcher()
     batcher = MicroBatcher(paused.run, max_batch=1, queue_size=queue_size, name="paused")
-    backend._slots["paused"] = Slot(config.indexes[0], None, batcher, 1, time.time(), 0.0, True)
+    backend._slots["paused"] = Slot(config.indexes[0], None, batcher, 1, time.time(), 0.0, True, 0)
     backend.ready = True
     return backend, paused
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .java import JavaNotFound, anserini_jar, configure_environment
+from .outputs import folder_bytes
 from .readers import read_qrels, read_queries, read_run
 
 # (key in JSON/CSV, label on screen)
@@ -154,7 +155,7 @@ def index_statistics(index_dir: str, queries_path: str | None = None) -> dict:
     stats = reader.stats()
     documents = int(stats["documents"])
     df = {term.term: term.df for term in reader.terms()}
-    size = sum(f.stat().st_size for f in Path(index_dir).rglob("*") if f.is_file())
+    size = folder_bytes(index_dir)
     result = {
         "index": index_dir,
         "size_bytes": size,

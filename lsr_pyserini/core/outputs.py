@@ -387,3 +387,8 @@ def claim_output(path: str | Path, kind: OutputKind, overwrite: bool, resumable:
         raise InputError(f"{target}: {kind.description} already exists: pass --overwrite to replace it, "
                          f"or choose another path")
     return Claim(target, kind, present=state == "ours", overwrite=overwrite, lock=lock)
+
+
+def folder_bytes(folder: str | Path) -> int:
+    """Bytes on disk of every file under `folder` (an index's or a store's size)."""
+    return sum(file.stat().st_size for file in Path(folder).rglob("*") if file.is_file())

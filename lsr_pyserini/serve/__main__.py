@@ -20,7 +20,7 @@ import sys
 from ..core.cli import QUIET_HELP, quiet_libraries, run_main, set_threads, warn
 from ..core.errors import InputError
 from ..core.options import engine_option, float_in, non_negative_float, positive_int
-from .config import SERVICE_KEYS, build_config, index_spec, read_config
+from .config import LOOPBACK, SERVICE_KEYS, build_config, index_spec, read_config
 
 logger = logging.getLogger("lsr_pyserini.serve")
 
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     quiet_libraries(args.quiet)
     config = config_from(args)
-    if config.insecure_no_auth and config.api_key is None and config.host not in ("127.0.0.1", "localhost", "::1"):
+    if config.insecure_no_auth and config.api_key is None and config.host not in LOOPBACK:
         warn(f"serving {config.host} without API keys (--insecure-no-auth): anyone who reaches it can search")
     from ..core.java import start_jvm
 

@@ -16,11 +16,11 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..api import Searcher
 from ..core.errors import InputError, NotFound
 from ..core.hits import Hit
+from ..core.outputs import folder_bytes
 from ..engines.base import VECTOR
 from .batching import Closed, MicroBatcher, Overloaded
 from .config import IndexSpec, ServiceConfig
@@ -45,15 +45,7 @@ class Slot:
     loaded_at: float
     load_seconds: float
     has_texts: bool
-
-
-def _folder_bytes(path: str) -> int:
-    total = 0
-    for part in path.split(","):
-        for file in Path(part).rglob("*"):
-            if file.is_file():
-                total += file.stat().st_size
-    return total
+    size_bytes: int  # on disk when this version opened (the files do not change while served)
 
 
 def hit_dict(hit: Hit, text: str | None, explain: bool) -> dict:
@@ -74,7 +66,6 @@ class Backend:
         self._reload_locks = {spec.name: threading.Lock() for spec in config.indexes}
         self.ready = False
         self.error: str | None = None
-        self.started_at = time.time()
 
     # ---- loading
     def load(self) -> None:
@@ -104,7 +95,8 @@ class Backend:
         batcher = MicroBatcher(lambda key, encoded: self._run_group(searcher, has_texts, key, encoded),
                                self.config.max_batch, self.config.max_wait_ms, self.config.queue_size,
                                name=f"{spec.name}-v{version}", prepare=lambda key, texts: self._encode(searcher, texts))
-        return Slot(spec, searcher, batcher, version, time.time(), time.perf_counter() - started, has_texts)
+        size = sum(folder_bytes(part) for part in spec.path.split(","))
+        return Slot(spec, searcher, batcher, version, time.time(), time.perf_counter() - started, has_texts, size)
 
     @staticmethod
     def _alone(searcher: Searcher) -> bool:
@@ -157,7 +149,7 @@ class Backend:
     def status(self, name: str) -> dict:
         slot = self.slot(name)
         described = slot.searcher.engine.describe()
-        return {"downloaded": True, "size_bytes": str(_folder_bytes(slot.spec.path)), "name": name,
+        return {"downloaded": True, "size_bytes": str(slot.size_bytes), "name": name,
                 "kind": self.kind(name), "engine": slot.searcher.engine.name,
                 "encoder": slot.spec.searcher.get("encoder"), "reranker": slot.spec.searcher.get("reranker"),
                 "documents": described.get("documents"), "version": slot.version,

@@ -35,14 +35,15 @@ class MicroBatcher:
     def __init__(self, run_group: Callable[[Hashable, list], list], max_batch: int = 32, max_wait_ms: float = 0.0,
                  queue_size: int = 256, name: str = "batcher", prepare: Callable[[Hashable, list], object] | None = None):
         self.run_group, self.max_batch, self.max_wait = run_group, max_batch, max_wait_ms / 1000.0
-        self.prepare = prepare
+        self.pipelined = prepare is not None
+        self.prepare = prepare or (lambda key, payloads: payloads)
         self._queue: queue.Queue = queue.Queue(maxsize=queue_size)
         self._closed = False
         self._submit_lock = threading.Lock()
         self.batches = self.queries = 0  # counters, for /status
         self._handoff: queue.Queue = queue.Queue(maxsize=1)  # prepared groups waiting for the second stage
         self._workers = [threading.Thread(target=self._loop, name=f"batch-{name}", daemon=True)]
-        if prepare is not None:
+        if self.pipelined:
             self._workers.append(threading.Thread(target=self._finish_loop, name=f"batch-{name}-search", daemon=True))
         for worker in self._workers:
             worker.start()
@@ -100,13 +101,10 @@ class MicroBatcher:
                 if future.set_running_or_notify_cancel():
                     groups.setdefault(key, []).append((payload, future))
             for key, members in groups.items():
-                if self.prepare is None:
-                    self._run(key, members)
-                else:
-                    self._prepare(key, members)
+                (self._prepare if self.pipelined else self._run)(key, members)
             self.batches += bool(batch)
             self.queries += len(batch)
-        if self.prepare is not None:
+        if self.pipelined:
             self._handoff.put(_STOP)
 
     def _prepare(self, key, members) -> None:
@@ -126,22 +124,15 @@ class MicroBatcher:
             try:
                 results = self.run_group(key, prepared)
             except Exception as err:  # noqa: BLE001
-                self._failed(key, members, err, self._run_alone)
+                self._failed(key, members, err, self._run)
                 continue
             self._resolve(members, results)
 
-    def _run_alone(self, key, members) -> None:
-        """Both stages for one group here (a retry of a group that failed in the second stage)."""
+    def _run(self, key, members) -> None:
+        """Both stages for one group in this thread: the unpipelined path, and the retry, one query
+        at a time, of a group that failed in the second stage."""
         try:
             results = self.run_group(key, self.prepare(key, [payload for payload, _ in members]))
-        except Exception as err:  # noqa: BLE001
-            members[0][1].set_exception(err)
-            return
-        self._resolve(members, results)
-
-    def _run(self, key, members) -> None:
-        try:
-            results = self.run_group(key, [payload for payload, _ in members])
         except Exception as err:  # noqa: BLE001 - handed to the requests, never lost
             self._failed(key, members, err, self._run)
             return

@@ -107,13 +107,9 @@ def read_config(path: str) -> tuple[list[IndexSpec], dict]:
     specs = []
     for name, settings in loaded["indexes"].items():
         spec = index_spec(str(name), settings, path)
-        folder = spec.searcher["index"]
-        relative = [part for part in str(folder).split(",")]
-        spec.searcher["index"] = ",".join(str(file.parent / part) if not Path(part).is_absolute() else part
-                                          for part in relative)
-        for key in ("store",):
-            if spec.searcher.get(key) and not Path(spec.searcher[key]).is_absolute():
-                spec.searcher[key] = str(file.parent / spec.searcher[key])
+        spec.searcher["index"] = ",".join(str(file.parent / part) for part in str(spec.searcher["index"]).split(","))
+        if spec.searcher.get("store"):
+            spec.searcher["store"] = str(file.parent / spec.searcher["store"])
         specs.append(spec)
     service = loaded.get("service") or {}
     if not isinstance(service, dict):

@@ -30,6 +30,7 @@ from ..core.errors import InputError, NotFound
 from ..core.hits import run_precision
 from .backend import Backend, NotReady
 from .batching import Overloaded
+from .rest import is_union_tag
 
 logger = logging.getLogger(__name__)
 READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
@@ -89,12 +90,6 @@ def refusals(tool):
             raise refusal("the service is at capacity: retry shortly") from None
 
     return wrapped
-
-
-def is_union_tag(part) -> bool:
-    """Whether a pydantic error location part names a member of a union ('constrained-str',
-    'QueryObject', 'list[...]') rather than an argument or a position."""
-    return isinstance(part, str) and (part in ("str", "int", "list") or "-" in part or "[" in part or part[:1].isupper())
 
 
 class OneLineArgumentErrors(Middleware):
@@ -203,7 +198,7 @@ def explain_documents(backend: Backend, name: str, text: str, docids: list[str])
     """The named documents' matching terms for `text`, from the index's engine (the first stage
     when the index is re-ranked); the score of a document that matches no term is 0."""
     searcher = backend.slot(name).searcher
-    query = searcher.query_side.queries(["q"], [text])[0]
+    query = searcher.encode_queries([text], ["q"])[0]
     try:
         matched = searcher.engine.explain(query, docids)
     except InputError as err:  # the engine's message names the index's folder: name the document instead

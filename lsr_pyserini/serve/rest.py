@@ -185,11 +185,17 @@ class BodyLimit:
         return await self.app(scope, replay, send)
 
 
+def is_union_tag(part) -> bool:
+    """Whether a pydantic error location part names a member of a union ('constrained-str',
+    'QueryObject', 'list[...]') rather than a field or a position."""
+    return isinstance(part, str) and (part in ("str", "int", "list") or "-" in part or "[" in part
+                                      or part[:1].isupper())
+
+
 def field_of(error: dict) -> str:
     """The request field an error is about: its location without the part ('body') and without the
-    names pydantic gives the branches of a union ('constrained-str', 'QueryObject')."""
-    location = [str(part) for part in error.get("loc", ())][1:]
-    location = [part for part in location if "-" not in part and part not in ("str", "QueryObject")]
+    names pydantic gives the branches of a union."""
+    location = [str(part) for part in error.get("loc", ())[1:] if not is_union_tag(part)]
     return ".".join(location) or "body"
 
 

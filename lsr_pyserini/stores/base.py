@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core.environment import environment
 from ..core.errors import InputError
-from ..core.outputs import OutputKind, atomic_write, claim_output, json_file_kind
+from ..core.outputs import OutputKind, atomic_write, claim_output, folder_bytes, json_file_kind
 from ..core.writer import CheckedParts
 
 PROGRESS_FILE = "progress.json"
@@ -62,7 +62,7 @@ def store_size(path: str) -> tuple[int, int]:
         raise InputError(f"{path}: not a store folder (no docids.txt)")
     with open(docids, "rb") as handle:
         documents = sum(1 for _ in handle)
-    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()), documents
+    return folder_bytes(folder), documents
 
 
 class StoreWriter:
