@@ -26,13 +26,13 @@ import json
 import math
 import time
 from dataclasses import asdict, dataclass
-from operator import itemgetter
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
 from ..core.errors import InputError
+from ..core.hits import Ranking, top_k_with_ties
 from ..core.outputs import atomic_write
 from .base import StoreWriter, read_manifest, store_kind, write_manifest
 
@@ -265,9 +265,6 @@ def _seismic_version() -> str:
 
 # -- searching -----------------------------------------------------------------------------------
 
-Ranking = list[tuple[str, float]]
-
-
 class SeismicSearcher:
     """Top-k search of a Seismic index with {term: impact} queries.
 
@@ -317,16 +314,12 @@ class SeismicSearcher:
         if not len(components):
             return []
         cut = len(components) if query_cut is None else min(query_cut, len(components))
-        depth = min(k + 1, self.documents)
-        while True:
+
+        def fetch(depth: int) -> Ranking:
             hits = self.index.search(qid, components, values, k=depth, query_cut=cut, heap_factor=heap_factor)
-            ranking = [(docid, float(score)) for _, score, docid in hits if score > 0]
-            ranking.sort(key=itemgetter(0))  # two stable sorts: score descending, ties by docid
-            ranking.sort(key=itemgetter(1), reverse=True)
-            # the k-th score ties with the last one returned: a tied document may lie beyond
-            if len(ranking) <= k or depth >= self.documents or ranking[k - 1][1] != ranking[-1][1]:
-                return ranking[:k]
-            depth = min(depth * 2, self.documents)
+            return [(docid, float(score)) for _, score, docid in hits]
+
+        return top_k_with_ties(fetch, k, self.documents)
 
     def search(self, queries: list[tuple[str, dict]], k: int, query_cut: int | None = None,
                heap_factor: float = 1.0, threads: int = 1) -> dict[str, Ranking]:
