@@ -13,14 +13,19 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from .errors import InputError
 from .outputs import LUCENE_INDEX
-from .wordpiece_bm25 import TOKENIZER_RECORD
 
 ENCODING_RECORD = ".lsr.json"  # INDEX.lsr.json, beside the index: Lucene's folder holds Lucene's files only
 IMPACT, BM25, UNKNOWN = "impact", "bm25", "unknown"
+
+
+def is_remote(index: str | Path) -> bool:
+    """Whether `index` is a server's address (`http://host:19530`: a Milvus cluster), not a path."""
+    return bool(re.match(r"^[a-z][a-z0-9+.-]*://", str(index)))
 
 
 def is_lucene_index(path: str | Path) -> bool:
@@ -55,6 +60,8 @@ def lucene_index_kind(index: str | Path) -> str:
     if record is not None:
         kind = record.get("kind", IMPACT if record.get("shards_manifest") else UNKNOWN)
         return kind if kind in (IMPACT, BM25) else UNKNOWN
+    from .wordpiece_bm25 import TOKENIZER_RECORD  # here: that module imports torch
+
     tokenizer = folder / TOKENIZER_RECORD
     if tokenizer.is_file():
         try:
