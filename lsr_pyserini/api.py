@@ -23,7 +23,7 @@ from pathlib import Path
 from .core.devices import placed
 from .core.errors import InputError, NotFound
 from .core.hits import Hit, Run
-from .core.indexes import BM25, IMPACT, lucene_index_kind
+from .core.indexes import BM25, IMPACT, is_remote, lucene_index_kind
 from .core.options import checked, positive_int, probability
 from .encoders import build_encoder
 from .encoders.base import SparseEncoder
@@ -33,7 +33,7 @@ from .engines import available_engines, build_engine, check_engine
 
 __all__ = ["load_encoder", "encoder_settings", "QueryEncoder", "Searcher", "Hit", "DEFAULT_ENCODER",
            "NUMERIC_SETTINGS", "choose_engine"]
-IMPACT_ENGINES = ("lucene", "sharded", "seismic")
+IMPACT_ENGINES = ("lucene", "sharded", "seismic", "milvus")
 
 
 def load_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = None, dtype: str | None = None,
@@ -61,6 +61,10 @@ def choose_engine(index, encoder_family: str | None) -> str:
     `bm25` for a BM25 one (a Lucene index of unknown kind: `lucene` with a sparse encoder)."""
     if _shard_list(index) is not None:
         return "sharded"
+    from .stores.milvus import is_milvus_database
+
+    if is_remote(index) or is_milvus_database(index):
+        return "milvus"
     folder = Path(index)
     if not folder.exists():
         raise InputError(f"{index}: no such index folder")
@@ -154,7 +158,7 @@ class Searcher:
             check_engine(engine, {})  # the one-line refusal naming the engines
         shards = _shard_list(index)
         for path in shards or [index]:
-            if not Path(path).exists():
+            if not Path(path).exists() and not is_remote(path):
                 raise InputError(f"{path}: no such index folder")
         settings = None
         if encoder is not None:  # resolved once: the family chooses the engine and the query side
@@ -174,6 +178,8 @@ class Searcher:
             engine_options.setdefault("k1", self.query_side.bm25[0])
             engine_options.setdefault("b", self.query_side.bm25[1])
         self.engine = build_engine(name, shards or index, engine_options)
+        if settings is not None:
+            self.engine.check_encoder(settings)
         self.index = ",".join(shards) if shards else str(index)
         self.reranker = self._reranker(reranker, store, reranker_options)
         self.store, self.interpolate, self.fusion, self.candidates = store, interpolate, fusion, candidates

@@ -1,19 +1,21 @@
 """Search any engine with a topics file and write a TREC run: one command over the engines layer.
 
     python -m lsr_pyserini.search --index PATH[,PATH...] --topics QUERIES.tsv --output RUN [--hits K]
-        [--engine lucene|bm25|sharded|seismic|dense] [--encoder NAME | --encoded] [--threads N]
+        [--engine lucene|bm25|sharded|seismic|dense|milvus] [--encoder NAME | --encoded] [--threads N]
 
 The topics are raw query texts (`qid<TAB>text`), encoded on the fly with `--encoder` (impact
 engines) or by the dense store's own encoder (`dense`), searched as they are by `bm25`; or, with
 `--encoded`, the TSV `encode queries` (or `bm25aug queries`) wrote: each term repeated by its
 integer impact (boost). `--engine` defaults to the index's own kind: several comma-separated
-indexes are `sharded`, a Seismic index `seismic`, a dense store `dense`, a Lucene index `lucene`
-(impact) or `bm25`.
+indexes are `sharded`, a Seismic index `seismic`, a dense store `dense`, a milvus-lite database or a
+server's address (`http://host:19530`) `milvus` (with `--engine-option collection=NAME`), a Lucene
+index `lucene` (impact) or `bm25`.
 
 The run lists the queries in the topics file's order (Pyserini's own command sorts numeric query
 ids; SciFact's files are in that order already), each with its top --hits; its lines equal those of
-`lucene search --impact` / `lucene search --bm25` / `seismic search` / `search_dense` on the same
-inputs. The tag defaults to what those commands write (Anserini, seismic, dense).
+`lucene search --impact` / `lucene search --bm25` / `seismic search` / `search_dense` / `milvus
+search` on the same inputs. The tag defaults to what those commands write (Anserini, seismic, dense,
+milvus).
 """
 from __future__ import annotations
 
@@ -30,14 +32,15 @@ from .core.outputs import TREC_RUN, claim_output
 from .core.writer import run_lines
 from .engines import available_engines
 
-DEFAULT_TAGS = {"seismic": "seismic", "dense": "dense"}  # else Pyserini's "Anserini"
+DEFAULT_TAGS = {"seismic": "seismic", "dense": "dense", "milvus": "milvus"}  # else Pyserini's "Anserini"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.search", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", required=True,
-                        help="index folder (Lucene, Seismic or dense store), or several Lucene impact indexes "
+                        help="index folder (Lucene, Seismic, dense store or milvus-lite database), a Milvus server's "
+                             "address (http://host:19530), or several Lucene impact indexes "
                              "separated by commas (sharded)")
     parser.add_argument("--engine", choices=available_engines(), help="engine (default: chosen from the index)")
     parser.add_argument("--topics", required=True, help="qid<TAB>text TSV (with --encoded: the TSV of `encode queries`)")

@@ -5,6 +5,7 @@
     sharded   several Lucene impact indexes, merged into one index's run      queries: {term: int}
     seismic   Seismic index of the same shards (the `[seismic]` extra)        queries: {term: int}
     dense     exact inner product over a dense store (faiss)                  queries: float32 vectors
+    milvus    a Milvus collection of the same shards (the `[milvus]` extra)   queries: {term: int}
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from .base import ENGINES, IMPACTS, TEXT, VECTOR, Engine, register
 
 def _load_engines() -> None:
     """Import every engine module (each registers its engines; this order is the one listed)."""
-    from . import lucene, sharded, seismic, dense  # noqa: F401,I001
+    from . import lucene, sharded, seismic, dense, milvus  # noqa: F401,I001
 
 
 def available_engines() -> list[str]:

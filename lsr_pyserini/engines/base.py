@@ -61,6 +61,10 @@ class Engine(ABC):
     def describe(self) -> dict:
         return {"engine": self.name}
 
+    def check_encoder(self, settings: dict) -> None:
+        """InputError when the query encoder's `settings` cannot be the documents' (an engine that
+        records the documents' encoder checks it; the others trust the caller)."""
+
     def close(self) -> None:
         pass
 

@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     one = parser.add_argument_group("the index of --index (the keys of a config file's index)")
     one.add_argument("--encoder", help="sparse preset or checkpoint encoding the queries (impact engines; "
                                        "a bm25aug checkpoint for bm25; none for BM25 and dense)")
-    one.add_argument("--engine", help="lucene, bm25, sharded, seismic or dense (default: from the index)")
+    one.add_argument("--engine", help="lucene, bm25, sharded, seismic, dense or milvus (default: from the index)")
     one.add_argument("--engine-option", type=engine_option, action="append", default=[], metavar="KEY=VALUE",
                      help="an engine's own option (repeatable)")
     one.add_argument("--reranker", help="re-ranker name (with --store)")

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from ..core.errors import InputError
+from ..core.indexes import is_remote
 from ..core.options import checked, int_in, non_negative_float, positive_int
 
 INDEX_KEYS = ("index", "encoder", "engine", "engine_options", "reranker", "store", "interpolate", "fusion",
@@ -107,7 +108,8 @@ def read_config(path: str) -> tuple[list[IndexSpec], dict]:
     specs = []
     for name, settings in loaded["indexes"].items():
         spec = index_spec(str(name), settings, path)
-        spec.searcher["index"] = ",".join(str(file.parent / part) for part in str(spec.searcher["index"]).split(","))
+        spec.searcher["index"] = ",".join(part if is_remote(part) else str(file.parent / part)
+                                          for part in str(spec.searcher["index"]).split(","))
         if spec.searcher.get("store"):
             spec.searcher["store"] = str(file.parent / spec.searcher["store"])
         specs.append(spec)
@@ -132,7 +134,7 @@ def build_config(specs: list[IndexSpec], settings: dict) -> ServiceConfig:
         values["cors_origins"] = tuple([origins] if isinstance(origins, str) else origins or ())
     for spec in specs:
         for path in spec.path.split(","):
-            if not Path(path).exists():
+            if not Path(path).exists() and not is_remote(path):  # a Milvus server's address is checked on loading
                 raise InputError(f"index {spec.name!r}: {path}: no such index folder")
     config = ServiceConfig(indexes=tuple(specs), **values)
     if config.api_key_file:

@@ -1,0 +1,99 @@
+"""The `milvus` engine: impact search in a Milvus collection of the `encode corpus` shards (the
+`[milvus]` extra; `python -m lsr_pyserini.milvus index`). `index` is the collection's URI (a
+milvus-lite database path or `http://host:19530`), `collection` its name. Exact by default (metric
+IP on the raw impacts, `drop_ratio_search` 0): Lucene's impact scores and top k, ties by docid
+(stores/milvus.py). Explanations and document text come from the shards it was loaded from (its
+manifest's `input`) when they are on this machine."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..core.errors import InputError
+from ..core.hits import Run, TermMatch, run_precision
+from ..core.options import checked, finite_float, float_in, positive_int
+from .base import IMPACTS, Engine, register, sorted_matches
+
+# encoder settings that decide a document's impacts (the query side's own keys may differ)
+DOCUMENT_SIDE = ("family", "model", "pooling", "doc_max_length", "doc_top_k")
+
+
+class MilvusEngine(Engine):
+    name = "milvus"
+    query_kind = IMPACTS
+
+    def __init__(self, index: str, collection: str, token: str | None = None, min_idf: float = 0,
+                 drop_ratio_search: float = 0.0, replicas: int | None = None):
+        from ..stores.milvus import MilvusCollection
+
+        if not collection:
+            raise InputError("engine 'milvus': give the collection's name (engine option collection=NAME)")
+        drop_ratio_search = checked("drop_ratio_search", drop_ratio_search, float_in(0, 0.99))
+        self.path = str(index)
+        min_idf = checked("min_idf", min_idf, finite_float)
+        replicas = None if replicas is None else checked("replicas", replicas, positive_int)
+        self.collection = MilvusCollection(index, collection, token, min_idf, drop_ratio_search, replicas)
+        self.documents = self.collection.documents
+        self._shards = None
+
+    def search(self, qids: list[str], queries: list[dict[str, int]], k: int, threads: int = 1) -> Run:
+        run = self.collection.search(list(zip(qids, queries)), k)
+        return {qid: [(docid, run_precision(score)) for docid, score in run.get(qid, [])] for qid in qids}
+
+    def check_encoder(self, settings: dict) -> None:
+        """One line when the query encoder is not the one the collection's documents were encoded with."""
+        recorded = self.collection.manifest.get("encoder") or {}
+        differing = [key for key in DOCUMENT_SIDE if key in recorded and key in settings
+                     and recorded[key] != settings[key]]
+        if differing:
+            key = differing[0]
+            raise InputError(f"{self.path}: collection {self.collection.name!r} was encoded with {key} "
+                             f"{recorded[key]!r}, not {settings[key]!r}: search it with its own encoder")
+
+    @property
+    def shards(self):
+        if self._shards is None:
+            folder = Path(str(self.collection.manifest.get("input", "")))
+            if not folder.is_dir():
+                raise InputError(f"{self.path}: the shards collection {self.collection.name!r} was loaded from "
+                                 f"({folder}) are not on this machine; they hold its documents' text and impacts")
+            from ..stores.documents import ShardDocuments
+
+            self._shards = ShardDocuments(folder)
+        return self._shards
+
+    def explain(self, query: dict[str, int], docids: list[str]) -> dict[str, tuple[TermMatch, ...]]:
+        searched = self.collection.sparse_query(query)
+        terms = {term: weight for term, weight in query.items() if self.collection.vocabulary.ids.get(term) in searched}
+        explained = {}
+        for docid in docids:
+            vector = self.shards.vector(docid)
+            if vector is None:
+                raise InputError(f"{self.path}: no document {docid!r}")
+            explained[docid] = sorted_matches(
+                TermMatch(term, float(weight), float(vector[term]),
+                          float(np.float32(weight) * np.float32(vector[term])))
+                for term, weight in terms.items() if vector.get(term, 0) > 0)
+        return explained
+
+    def doc(self, docid: str) -> str | None:
+        return self.shards.text(docid)
+
+    def describe(self) -> dict:
+        manifest = self.collection.manifest
+        return {"engine": self.name, "index": self.path, "collection": self.collection.name,
+                "documents": self.documents, "dense": self.collection.has_dense,
+                "drop_ratio_search": self.collection.drop_ratio_search, "min_idf": self.collection.min_idf,
+                "exact": not self.collection.drop_ratio_search, "preset": manifest.get("preset")}
+
+    def close(self) -> None:
+        self.collection.close()
+
+
+@register("milvus")
+def build(index: str, collection: str = "", token: str | None = None, min_idf: float = 0,
+          drop_ratio_search: float = 0.0, replicas: int | None = None) -> MilvusEngine:
+    """`collection`: its name (required); `token`: a secured cluster's; `min_idf`: as Lucene's;
+    `drop_ratio_search`: 0 is exact; `replicas`: in-memory replicas a cluster loads (default: its own)."""
+    return MilvusEngine(index, collection, token, min_idf, drop_ratio_search, replicas)
