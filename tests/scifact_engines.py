@@ -3,7 +3,8 @@ scifact-bm25 and scifact-splade-tiny reproductions (tests/test_regressions.py), 
 full collection's indexes once already:
 
 - `python -m lsr_pyserini.search` writes the very runs of `lucene search --impact`, `lucene search
-  --bm25`, `seismic search` and (with several shard indexes) one index's run;
+  --bm25`, `seismic search` and (with several shard indexes) one index's run; a Milvus collection
+  (milvus-lite) of the shards gives Lucene's top-1000 run at every rank, all 300 queries;
 - one `Searcher` used from 8 threads, all 300 test queries, 5 repetitions, returns exactly the
   rankings it returns one query at a time, for the Lucene impact, sharded and Seismic engines, with
   and without the dense re-ranker;
@@ -22,6 +23,14 @@ THREADS, REPETITIONS = 8, 5
 
 def same_file(a: Path, b: Path) -> None:
     assert a.read_text() == b.read_text(), f"{a} differs from {b}"
+
+
+def same_ranking(a: Path, b: Path) -> None:
+    """The same qid, docid, rank and score on every line (the tag column names the engine)."""
+    columns = [[line.split()[:5] for line in path.read_text().splitlines()] for path in (a, b)]
+    assert len(columns[0]) == len(columns[1]) > 0, f"{a} and {b} differ in length"
+    differing = sum(1 for x, y in zip(*columns) if x != y)
+    assert not differing, f"{a} differs from {b} on {differing} lines"
 
 
 def split_shards(vectors: Path, into: list[Path]) -> None:
@@ -65,6 +74,12 @@ def check_impact_engines(work: Path, data: Path, scratch: Path, dense_model: Pat
     run_tool("search", "--index", scratch / "seismic", "--topics", work / "queries.tsv", "--encoded", "--output",
              scratch / "run.seismic.search.txt", "--hits", "1000", "--threads", "2", "--quiet", check=True)
     same_file(scratch / "run.seismic.search.txt", scratch / "run.seismic.command.txt")
+    # Milvus (milvus-lite): a collection of the same shards, Lucene's top-1000 run at every rank
+    run_tool("milvus", "index", "--input", work / "vectors", "--uri", scratch / "scifact.milvus.db", "--collection",
+             "scifact", "--quiet", check=True)
+    run_tool("milvus", "search", "--uri", scratch / "scifact.milvus.db", "--collection", "scifact", "--topics",
+             work / "queries.tsv", "--output", scratch / "run.milvus.txt", "--hits", "1000", check=True)
+    same_ranking(scratch / "run.milvus.txt", lucene_run)
     # two shard indexes: `lucene search --index A,B` and `search --engine sharded` give the one index's run
     shards = [scratch / "shard-a", scratch / "shard-b"]
     split_shards(work / "vectors", shards)

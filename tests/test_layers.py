@@ -12,7 +12,7 @@ PACKAGE = REPO / "lsr_pyserini"
 # rank of each layer; a module may import only modules of its own rank or lower
 CORE, STORES, MODELS, USES_MODELS, ENGINES, API, SERVICE, COMMANDS = range(8)
 COMMAND_MODULES = {"encode", "prepare", "expand", "rerank", "fuse", "search_dense", "bm25aug", "evaluate",
-                   "regress", "demo", "lucene", "seismic", "search", "jvm", "train.__main__", "ssr.__main__",
+                   "regress", "demo", "lucene", "seismic", "milvus", "search", "jvm", "train.__main__", "ssr.__main__",
                    "serve.__main__"}
 
 
