@@ -20,7 +20,10 @@ listed in `engines/__init__.py`'s `_load_engines`; the builder's keyword argumen
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Callable
+
+import numpy as np
 
 from ..core.errors import InputError
 from ..core.hits import Run, TermMatch
@@ -72,3 +75,41 @@ class Engine(ABC):
 def sorted_matches(matches) -> tuple[TermMatch, ...]:
     """Largest contribution first, ties by term, so that explanations are deterministic."""
     return tuple(sorted(matches, key=lambda match: (-match.contribution, match.term)))
+
+
+class FromInputShards:
+    """Texts and explanations from the `encode corpus` shards an engine's index was built from (its
+    manifest's `input`), whose impacts are the ones it scores: Seismic, Milvus."""
+
+    path: str
+    _shards = None
+
+    def input_folder(self) -> Path:
+        raise NotImplementedError
+
+    @property
+    def shards(self):
+        if self._shards is None:
+            folder = self.input_folder()
+            if not folder.is_dir():
+                raise InputError(f"{self.path}: the shards it was built from ({folder}) are not on this machine; "
+                                 f"they hold its documents' text and impacts")
+            from ..stores.documents import ShardDocuments
+
+            self._shards = ShardDocuments(folder)
+        return self._shards
+
+    def explain_terms(self, terms: dict[str, float], docids: list[str]) -> dict[str, tuple[TermMatch, ...]]:
+        """Each document's matches with the query `terms` that were searched: query weight x impact."""
+        explained = {}
+        for docid in docids:
+            vector = self.shards.vector(docid)
+            if vector is None:
+                raise InputError(f"{self.path}: no document {docid!r}")
+            explained[docid] = sorted_matches(
+                TermMatch(term, float(weight), float(vector[term]), float(np.float32(weight) * np.float32(vector[term])))
+                for term, weight in terms.items() if vector.get(term, 0) > 0)
+        return explained
+
+    def doc(self, docid: str) -> str | None:
+        return self.shards.text(docid)

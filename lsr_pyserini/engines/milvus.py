@@ -3,23 +3,21 @@
 milvus-lite database path or `http://host:19530`), `collection` its name. Exact by default (metric
 IP on the raw impacts, `drop_ratio_search` 0): Lucene's impact scores and top k, ties by docid
 (stores/milvus.py). Explanations and document text come from the shards it was loaded from (its
-manifest's `input`) when they are on this machine."""
+manifest's `input`) when they are on this machine (`FromInputShards`)."""
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from ..core.errors import InputError
 from ..core.hits import Run, TermMatch, run_precision
 from ..core.options import checked, finite_float, float_in, positive_int
-from .base import IMPACTS, Engine, register, sorted_matches
+from .base import IMPACTS, Engine, FromInputShards, register
 
 # encoder settings that decide a document's impacts (the query side's own keys may differ)
 DOCUMENT_SIDE = ("family", "model", "pooling", "doc_max_length", "doc_top_k")
 
 
-class MilvusEngine(Engine):
+class MilvusEngine(FromInputShards, Engine):
     name = "milvus"
     query_kind = IMPACTS
 
@@ -35,7 +33,6 @@ class MilvusEngine(Engine):
         replicas = None if replicas is None else checked("replicas", replicas, positive_int)
         self.collection = MilvusCollection(index, collection, token, min_idf, drop_ratio_search, replicas)
         self.documents = self.collection.documents
-        self._shards = None
 
     def search(self, qids: list[str], queries: list[dict[str, int]], k: int, threads: int = 1) -> Run:
         run = self.collection.search(list(zip(qids, queries)), k)
@@ -51,34 +48,14 @@ class MilvusEngine(Engine):
             raise InputError(f"{self.path}: collection {self.collection.name!r} was encoded with {key} "
                              f"{recorded[key]!r}, not {settings[key]!r}: search it with its own encoder")
 
-    @property
-    def shards(self):
-        if self._shards is None:
-            folder = Path(str(self.collection.manifest.get("input", "")))
-            if not folder.is_dir():
-                raise InputError(f"{self.path}: the shards collection {self.collection.name!r} was loaded from "
-                                 f"({folder}) are not on this machine; they hold its documents' text and impacts")
-            from ..stores.documents import ShardDocuments
-
-            self._shards = ShardDocuments(folder)
-        return self._shards
+    def input_folder(self) -> Path:
+        return Path(str(self.collection.manifest.get("input", "")))
 
     def explain(self, query: dict[str, int], docids: list[str]) -> dict[str, tuple[TermMatch, ...]]:
         searched = self.collection.sparse_query(query)
-        terms = {term: weight for term, weight in query.items() if self.collection.vocabulary.ids.get(term) in searched}
-        explained = {}
-        for docid in docids:
-            vector = self.shards.vector(docid)
-            if vector is None:
-                raise InputError(f"{self.path}: no document {docid!r}")
-            explained[docid] = sorted_matches(
-                TermMatch(term, float(weight), float(vector[term]),
-                          float(np.float32(weight) * np.float32(vector[term])))
-                for term, weight in terms.items() if vector.get(term, 0) > 0)
-        return explained
-
-    def doc(self, docid: str) -> str | None:
-        return self.shards.text(docid)
+        ids = self.collection.vocabulary.ids
+        return self.explain_terms({term: weight for term, weight in query.items() if ids.get(term) in searched},
+                                  docids)
 
     def describe(self) -> dict:
         manifest = self.collection.manifest

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import InputError
 from ..core.hits import Run, TermMatch, run_precision
 from ..core.options import checked, positive_float, positive_int
-from .base import IMPACTS, Engine, register, sorted_matches
+from .base import IMPACTS, Engine, FromInputShards, register
 
 
-class SeismicEngine(Engine):
+class SeismicEngine(FromInputShards, Engine):
     name = "seismic"
     query_kind = IMPACTS
 
@@ -27,23 +26,13 @@ class SeismicEngine(Engine):
         self.path = str(index)
         self.searcher = SeismicSearcher(index)
         self.documents = self.searcher.documents
-        self._shards = None
 
     def search(self, qids: list[str], queries: list[dict[str, int]], k: int, threads: int = 1) -> Run:
         run = self.searcher.search(list(zip(qids, queries)), k, self.query_cut, self.heap_factor, threads)
         return {qid: [(docid, run_precision(score)) for docid, score in run.get(qid, [])] for qid in qids}
 
-    @property
-    def shards(self):
-        if self._shards is None:
-            folder = Path(str(self.searcher.manifest.get("input", "")))
-            if not folder.is_dir():
-                raise InputError(f"{self.path}: the shards it was built from ({folder}) are not there; they hold "
-                                 f"its documents' text and impacts")
-            from ..stores.documents import ShardDocuments
-
-            self._shards = ShardDocuments(folder)
-        return self._shards
+    def input_folder(self) -> Path:
+        return Path(str(self.searcher.manifest.get("input", "")))
 
     def searched_terms(self, query: dict[str, int]) -> dict[str, float]:
         """The query terms Seismic scores: known to the index, weight > 0, the `query_cut` largest."""
@@ -55,19 +44,7 @@ class SeismicEngine(Engine):
         return {term: float(np.float32(query[term])) for term in terms}
 
     def explain(self, query: dict[str, int], docids: list[str]) -> dict[str, tuple[TermMatch, ...]]:
-        terms = self.searched_terms(query)
-        explained = {}
-        for docid in docids:
-            vector = self.shards.vector(docid)
-            if vector is None:
-                raise InputError(f"{self.path}: no document {docid!r}")
-            explained[docid] = sorted_matches(
-                TermMatch(term, weight, float(vector[term]), float(np.float32(weight) * np.float32(vector[term])))
-                for term, weight in terms.items() if vector.get(term, 0) > 0)
-        return explained
-
-    def doc(self, docid: str) -> str | None:
-        return self.shards.text(docid)
+        return self.explain_terms(self.searched_terms(query), docids)
 
     def describe(self) -> dict:
         return {"engine": self.name, "index": self.path, "documents": self.documents, "query_cut": self.query_cut,

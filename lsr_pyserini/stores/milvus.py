@@ -27,7 +27,6 @@ as Pyserini orders them, widening the search at the k-th position until every ti
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -40,6 +39,7 @@ import numpy as np
 from ..core.errors import InputError
 from ..core.hits import Ranking, top_k_with_ties
 from ..core.indexes import is_remote
+from ..core.presets import file_sha256
 from .seismic import read_vectors, vector_bytes, vector_files
 
 INSTALL = "pip install 'lsr-pyserini[milvus]'"
@@ -156,14 +156,6 @@ def valid_collection_name(name: str) -> str:
 
 
 # -- what a collection is built from -------------------------------------------------------------
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
 
 def input_identity(folder: Path, dense_store: str | None) -> dict:
     """The input's identity: encoder and quantisation (from the shards' manifest, when `encode
