@@ -1,9 +1,11 @@
 """Serving latency: Lucene impact search (Pyserini's `LuceneImpactSearcher`) against Seismic, exact
-and fast settings, on the same vectors and the same queries, one thread, in one run.
+and fast settings, and Milvus (milvus-lite), on the same vectors and the same queries, one thread,
+in one run.
 
     python benchmarks/bench_serving.py --vectors DIR --queries Q.tsv --lucene-index IDX [--qrels QRELS] --json OUT
         [--seismic-index DIR] [--fast "query_cut=10,heap_factor=1.0" [--fast ...]]
         [--fast-index DIR --fast-build "n_postings=..."]
+        [--engines lucene seismic-exact milvus] [--milvus-uri DB] [--milvus-drop-ratio R ...] [--max-queries N]
 
 DIR: the JsonVectorCollection shards (`encode corpus`); Q.tsv: the impact query TSV (`encode
 queries`); IDX: the Lucene impact index of DIR. The exact Seismic index is built from DIR into
@@ -14,7 +16,13 @@ nDCG@10 and R@1000 of each engine's run, how many queries rank the same docids i
 Lucene, the recall of Lucene's top k (the quality figure of a collection without judgements) and the
 speed-up over Lucene. With several --fast settings (a speed/recall curve), it also prints, per depth,
 the fastest Seismic engine whose recall of Lucene's top k reaches 0.95 and 0.99: the speed-up at
-matching recall. It prints figures; it asserts nothing about time.
+matching recall. The `milvus` engine is a collection of DIR in a milvus-lite database (--milvus-uri,
+default beside OUT; loaded here when absent, exact), searched through pymilvus as a cluster would be
+(milvus-lite runs Milvus's engine in this process, behind its gRPC API); each --milvus-drop-ratio R
+adds the engine `milvus drop=R` (the smallest R of each query's weights dropped). Each engine's
+build or load time (when this run built it or its manifest recorded it) and bytes on disk are
+printed too. --max-queries searches only the first N queries with every engine (for a slow one at
+1M documents). It prints figures; it asserts nothing about time.
 """
 from __future__ import annotations
 
@@ -31,6 +39,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lsr_pyserini.core.environment import cpu_model  # noqa: E402
+from lsr_pyserini.core.errors import InputError  # noqa: E402
+from lsr_pyserini.core.outputs import folder_bytes  # noqa: E402
 from lsr_pyserini.core.evaluation import evaluate_run  # noqa: E402
 from lsr_pyserini.core.options import NamedNumbers, Number, positive_int  # noqa: E402
 from lsr_pyserini.core.writer import run_lines  # noqa: E402
@@ -79,6 +89,10 @@ def seismic_search(searcher, query_cut=None, heap_factor=1.0):
     return lambda qid, impacts, k: searcher.search_one(qid, impacts, k, cut, heap_factor)
 
 
+def milvus_search(collection):
+    return lambda qid, impacts, k: collection.search([(qid, impacts)], k)[qid]
+
+
 def write_run(run, path):
     with open(path, "w") as handle:
         handle.writelines(run_lines(run, "bench"))
@@ -108,12 +122,19 @@ def main() -> None:
     parser.add_argument("--ks", type=positive_int, nargs="+", default=[10, 1000], help="depths (default: 10 1000)")
     parser.add_argument("--warmup", type=positive_int, default=20, help="queries searched first, untimed (default: 20)")
     parser.add_argument("--engines", nargs="+", default=["lucene", "seismic-exact", "seismic-fast"],
-                        help="engines to run (default: all three)")
+                        choices=["lucene", "seismic-exact", "seismic-fast", "milvus"],
+                        help="engines to run (default: lucene seismic-exact seismic-fast)")
+    parser.add_argument("--milvus-uri", help="milvus-lite database of --vectors (loaded here when it has no collection "
+                                             "'bench'; default: beside --json)")
+    parser.add_argument("--milvus-drop-ratio", type=float, action="append", default=[],
+                        help="also the milvus engine with this drop_ratio_search; repeat for a curve")
+    parser.add_argument("--max-queries", type=positive_int, help="only the first N queries (default: all)")
     args = parser.parse_args()
     args.fast = args.fast or [DEFAULT_FAST]
 
     out = Path(args.json)
-    queries = read_impact_queries(args.queries)
+    queries = read_impact_queries(args.queries)[: args.max_queries]
+    sizes = {}  # engine -> {"build_seconds", "bytes"}
     exact_dir = Path(args.seismic_index or out.with_name(out.stem + ".seismic"))
     exact = None  # built and opened only when an engine searches it
     if "seismic-exact" in args.engines or ("seismic-fast" in args.engines and not args.fast_index):
@@ -121,9 +142,13 @@ def main() -> None:
             manifest = build_seismic_index(args.vectors, str(exact_dir), SeismicBuild(threads=1))
             print(f"built the exact Seismic index in {manifest['build_seconds']:.1f}s", file=sys.stderr)
         exact = SeismicSearcher(str(exact_dir))
+        sizes["seismic"] = {"build_seconds": exact.manifest.get("build_seconds"), "bytes": folder_bytes(exact_dir)}
     engines, lucene_documents = {}, None
     if "lucene" in args.engines:
         engines["lucene"], lucene_documents = lucene_search(args.lucene_index)
+        sizes["lucene"] = {"build_seconds": None, "bytes": folder_bytes(Path(args.lucene_index))}
+    if "milvus" in args.engines:
+        engines.update(milvus_engines(args, out, sizes))
     if "seismic-exact" in args.engines:
         engines["seismic-exact"] = seismic_search(exact)
     if "seismic-fast" in args.engines:
@@ -140,7 +165,7 @@ def main() -> None:
             engines[name] = seismic_search(fast_searcher, **knobs)
 
     documents = exact.documents if exact else fast_searcher.documents if "seismic-fast" in engines else lucene_documents
-    figures = {"queries": len(queries), "documents": documents, "fast": args.fast,
+    figures = {"queries": len(queries), "documents": documents, "fast": args.fast, "sizes": sizes,
                "fast_index": args.fast_index, "fast_build": args.fast_build, "cpu": cpu_model(), "load_before": os.getloadavg(), "engines": {}}
     runs = {}
     with tempfile.TemporaryDirectory() as scratch:
@@ -172,7 +197,8 @@ def main() -> None:
                                                      for a, b in zip(ours[qid], lucene[qid]) if a[0] == b[0]),
                                                     default=0.0)
                 entry["speedup_over_lucene"] = figures["engines"]["lucene"][str(k)]["mean_ms"] / entry["mean_ms"]
-        figures["at_recall"] = at_recall(figures["engines"], args.ks)
+        if any(name.startswith(("seismic", "fast ")) for name in engines):
+            figures["at_recall"] = at_recall(figures["engines"], args.ks)
     out.write_text(json.dumps(figures, indent=2) + "\n")
     print(f"{figures['documents']:,} documents, {len(queries)} queries, one thread; CPU {figures['cpu']}; "
           f"load {figures['load_before'][0]:.1f} -> {figures['load_after'][0]:.1f}")
@@ -185,6 +211,10 @@ def main() -> None:
                   f"{number(e['ndcg_cut_10'], 8)} {number(e['recall_1000'], 7)} {e.get('speedup_over_lucene', 0):8.2f} "
                   f"{e.get('queries_identical_to_lucene', '-'):>8} {e.get('recall_of_lucene_top_k', 0):9.4f}")
 
+    for name, size in sizes.items():
+        seconds = size.get("build_seconds")
+        print(f"{name}: {size['bytes'] / 2**20:,.1f} MiB on disk"
+              + (f", built or loaded in {seconds:,.1f}s" if seconds is not None else ""))
     for k, per_recall in figures.get("at_recall", {}).items():
         for recall, best in per_recall.items():
             print(f"k={k}: fastest Seismic at recall of Lucene's top k >= {recall}: " + (
@@ -195,7 +225,7 @@ def at_recall(engines: dict, ks, recalls=(0.95, 0.99)) -> dict:
     """{k: {recall: the fastest Seismic engine reaching it (name, its recall, speed-up) or None}}."""
     result = {}
     for k in ks:
-        rows = [(name, per_k[str(k)]) for name, per_k in engines.items() if name != "lucene"]
+        rows = [(name, per_k[str(k)]) for name, per_k in engines.items() if name.startswith(("seismic", "fast "))]
         result[str(k)] = {}
         for recall in recalls:
             reaching = [(e["speedup_over_lucene"], name, e["recall_of_lucene_top_k"]) for name, e in rows
@@ -203,6 +233,28 @@ def at_recall(engines: dict, ks, recalls=(0.95, 0.99)) -> dict:
             best = max(reaching, default=None)
             result[str(k)][str(recall)] = {"engine": best[1], "recall": best[2], "speedup": best[0]} if best else None
     return result
+
+
+def milvus_engines(args, out: Path, sizes: dict) -> dict:
+    """The milvus engine (and one per --milvus-drop-ratio) over a milvus-lite collection of --vectors,
+    loaded first when the database has none."""
+    from lsr_pyserini.stores.milvus import MilvusCollection, load_collection
+
+    uri = args.milvus_uri or str(out.with_name(out.stem + ".milvus.db"))
+    try:
+        MilvusCollection(uri, "bench").close()
+        seconds = None
+    except InputError:  # no collection yet (or an interrupted load): load it, resuming if need be
+        manifest = load_collection(args.vectors, uri, "bench")
+        seconds = manifest.get("load_seconds")
+        print(f"loaded the Milvus collection in {seconds:.1f}s", file=sys.stderr)
+    collection = MilvusCollection(uri, "bench")
+    sizes["milvus"] = {"build_seconds": seconds or collection.manifest.get("load_seconds"),
+                       "bytes": collection.size_bytes()}
+    engines = {"milvus": milvus_search(collection)}
+    for ratio in args.milvus_drop_ratio:
+        engines[f"milvus drop={ratio:g}"] = milvus_search(MilvusCollection(uri, "bench", drop_ratio_search=ratio))
+    return engines
 
 
 def number(value, width: int) -> str:
