@@ -132,8 +132,9 @@ def main(argv: list[str] | None = None) -> None:
             manifest = load_collection(args.input, args.uri, args.collection, args.dense_store, args.overwrite,
                                        token, args.batch, progress, args.index_algorithm, args.shards)
         dense = f", dense field of {manifest['dense_dim']} dimensions" if manifest.get("dense_dim") else ""
-        print(f"loaded {manifest['entities']:,} documents ({manifest['empty_documents']:,} without impacts left "
-              f"out), {manifest['terms']:,} terms{dense} into collection {args.collection!r} at {args.uri}"
+        left_out = "" if dense else f" ({manifest['empty_documents']:,} without impacts left out)"
+        print(f"loaded {manifest['entities']:,} documents{left_out}, {manifest['terms']:,} terms{dense} into "
+              f"collection {args.collection!r} at {args.uri}"
               + (f" in {manifest['load_seconds']:.1f}s" if "load_seconds" in manifest else ""), file=sys.stderr)
         return
     output = claim_output(args.output, TREC_RUN, args.overwrite)

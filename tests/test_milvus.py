@@ -210,3 +210,33 @@ def test_hybrid_search_is_rrf_fusion_of_the_two_runs(sample, tmp_path):
             scores = [line[3] for line in run_columns(run) if line[0] == qid]
             assert len(scores) == len(set(scores)), f"{run.name} {qid}: tied scores"
     assert run_columns(hybrid) == run_columns(fused) and len(run_columns(hybrid)) == 7 * 10
+
+
+def test_a_document_without_impacts_is_left_out_or_kept_for_its_dense_vector(sample, tmp_path):
+    """Milvus takes no empty sparse vector: without a dense store such a document is left out (Lucene
+    never retrieves it either); with one it is kept under a sparse id no query has, and its dense
+    vector is found."""
+    from lsr_pyserini.stores.dense import DenseStore
+    from lsr_pyserini.stores.milvus import MilvusCollection, load_collection
+    from lsr_pyserini.stores.seismic import read_impact_queries
+
+    records = [json.loads(line) for shard in sorted(sample["vectors"].glob("*.jsonl"))
+               for line in shard.read_text().splitlines() if line.strip()]
+    empty = records[0]["id"]
+    records[0]["vector"] = {term: 0 for term in records[0]["vector"]}
+    vectors = tmp_path / "vectors"
+    vectors.mkdir()
+    (vectors / "part-00000.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    db = str(tmp_path / "empty.milvus.db")
+    sparse_only = load_collection(str(vectors), db, "sparse_only")
+    assert (sparse_only["documents"], sparse_only["entities"], sparse_only["empty_documents"]) == (12, 11, 1)
+    assert load_collection(str(vectors), db, "with_dense", dense_store=str(sample["dense"]))["entities"] == 12
+    store = DenseStore(str(sample["dense"]))
+    collection = MilvusCollection(db, "with_dense")
+    try:
+        run = collection.search(read_impact_queries(str(sample["queries"])), 12)
+        assert run and all(empty not in [docid for docid, _ in ranking] for ranking in run.values())
+        vector = store.index.reconstruct(store.row[empty])
+        assert collection.search_dense([("q", vector)], 1)["q"][0][0] == empty
+    finally:
+        collection.close()

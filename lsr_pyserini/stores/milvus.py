@@ -269,9 +269,10 @@ def load_collection(vectors: str, uri: str, name: str, dense_store: str | None =
     identity = input_identity(folder, dense_store)
     vocabulary, docids, empty = _read_input(folder, progress)
     if store is not None:
-        _check_dense_docids(store, docids, dense_store, vectors)
-    manifest = {**identity, "input": str(folder.resolve()), "documents": len(docids) + empty,
-                "entities": len(docids), "empty_documents": empty, "terms": len(vocabulary.terms),
+        _check_dense_docids(store, docids + empty, dense_store, vectors)
+    manifest = {**identity, "input": str(folder.resolve()), "documents": len(docids) + len(empty),
+                "entities": len(docids) + (len(empty) if store is not None else 0), "empty_documents": len(empty),
+                "terms": len(vocabulary.terms),
                 "dense_dim": store.index.d if store is not None else None,
                 "dense_store_path": str(Path(dense_store).resolve()) if dense_store else None, "status": "loading"}
     client = connect(uri, token)
@@ -280,7 +281,7 @@ def load_collection(vectors: str, uri: str, name: str, dense_store: str | None =
         if loaded is None:
             return json.loads(_properties(client, name)[MANIFEST_KEY])
         if progress is not None:
-            progress.reset(total=len(docids))
+            progress.reset(total=manifest["entities"])
             progress.unit, progress.unit_scale = "doc", False
             progress.set_description("loading into Milvus")
             progress.update(loaded)
@@ -348,10 +349,10 @@ def _open_dense_store(dense_store: str | None):
     return DenseStore(dense_store)
 
 
-def _read_input(folder: Path, progress) -> tuple[Vocabulary, list[str], int]:
+def _read_input(folder: Path, progress) -> tuple[Vocabulary, list[str], list[str]]:
     """Every document read and checked before anything is written: the vocabulary, the docids of
-    the entities (documents with an impact > 0), the count of documents without one."""
-    vocabulary, docids, empty = Vocabulary(), [], 0
+    the documents with an impact > 0, and of those without one."""
+    vocabulary, docids, empty = Vocabulary(), [], []
     if progress is not None:
         progress.reset(total=vector_bytes(folder))
         progress.set_description("reading shards")
@@ -359,10 +360,7 @@ def _read_input(folder: Path, progress) -> tuple[Vocabulary, list[str], int]:
         if len(docid) > MAX_DOCID_CHARS:
             raise InputError(f"{folder}: document id {docid[:40]!r}... is longer than {MAX_DOCID_CHARS} characters")
         vocabulary.add_document(vector)
-        if any(impact > 0 for impact in vector.values()):
-            docids.append(docid)
-        else:
-            empty += 1
+        (docids if any(impact > 0 for impact in vector.values()) else empty).append(docid)
     if not docids:
         raise InputError(f"{folder}: no document has a non-zero impact")
     return vocabulary, docids, empty
@@ -379,13 +377,17 @@ def _check_dense_docids(store, docids: list[str], dense_store: str, vectors: str
 
 
 def _entities(folder: Path, vocabulary: Vocabulary, store, skip: int) -> Iterator[dict]:
-    """The entities in load order (documents with an impact > 0), the first `skip` left out."""
+    """The entities in load order, the first `skip` left out: the documents with an impact > 0,
+    and with a dense store the others too (their sparse field holds EMPTY_ID, which no query has:
+    Milvus takes no empty sparse vector, and their dense vectors are searched)."""
     ids = vocabulary.ids
     position = 0
     for docid, vector in read_vectors(folder):
         sparse = {ids[term]: float(impact) for term, impact in vector.items() if impact > 0}
         if not sparse:
-            continue
+            if store is None:
+                continue
+            sparse = {EMPTY_ID: 1.0}
         position += 1
         if position <= skip:
             continue
