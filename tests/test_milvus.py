@@ -196,15 +196,18 @@ def test_hybrid_search_is_rrf_fusion_of_the_two_runs(sample, tmp_path):
     """Milvus's hybrid_search (RRFRanker 60, each field's top 12) gives `fuse --method rrf` (weights 1,
     k 60) of the sparse run and the exact dense run at depth 12, line for line (no query here has
     tied inputs, which each side may order its own way)."""
+    from lsr_pyserini import fuse, milvus, search_dense
+
     hybrid, sparse, dense, fused = (tmp_path / f"run.{name}.txt" for name in ("hybrid", "sparse", "dense", "fused"))
     run_tool("milvus", "search", "--uri", sample["db"], "--collection", "sample", "--topics", sample["queries"],
              "--hybrid", QUERIES, "--depth", "12", "--hits", "10", "--output", hybrid, check=True)
-    run_tool("milvus", "search", "--uri", sample["db"], "--collection", "sample", "--topics", sample["queries"],
-             "--hits", "12", "--output", sparse, check=True)
-    run_tool("search_dense", "--store", sample["dense"], "--queries", QUERIES, "--hits", "12", "--output", dense,
-             check=True)
-    run_tool("fuse", "--run", sparse, "--run", dense, "--weight", "1", "--weight", "1", "--method", "rrf",
-             "--rrf-k", "60", "--hits", "10", "--output", fused, check=True)
+    # the two runs and their fusion by the commands' own mains, in this process (milvus frees the database)
+    milvus.main(["search", "--uri", str(sample["db"]), "--collection", "sample", "--topics", str(sample["queries"]),
+                 "--hits", "12", "--output", str(sparse)])
+    search_dense.main(["--store", str(sample["dense"]), "--queries", str(QUERIES), "--hits", "12", "--output",
+                       str(dense)])
+    fuse.main(["--run", str(sparse), "--run", str(dense), "--weight", "1", "--weight", "1", "--method", "rrf",
+               "--rrf-k", "60", "--hits", "10", "--output", str(fused)])
     for run in (sparse, dense):
         for qid in {line[0] for line in run_columns(run)}:
             scores = [line[3] for line in run_columns(run) if line[0] == qid]
