@@ -49,6 +49,7 @@ MAX_DOCID_CHARS = 1024  # the primary key's VARCHAR length
 MAX_SPARSE_ID = 2**32 - 2  # Milvus takes sparse ids in [0, 2^32 - 1)
 EMPTY_ID = MAX_SPARSE_ID  # the one id of a document without impacts that has a dense vector: no query has it
 MAX_TOP_K = 16384  # Milvus's largest limit
+SPARSE_SEARCH = {"metric_type": "IP", "params": {}}  # exact; drop_ratio_search is applied to the query itself
 ALGORITHMS = ("DAAT_MAXSCORE", "DAAT_WAND", "TAAT_NAIVE")  # the sparse inverted index's (Milvus 2.5+)
 PROPERTY_CHARS = 60_000  # one property value of the vocabulary
 BATCH_DOCUMENTS = 2000
@@ -277,9 +278,9 @@ def load_collection(vectors: str, uri: str, name: str, dense_store: str | None =
                 "dense_store_path": str(Path(dense_store).resolve()) if dense_store else None, "status": "loading"}
     client = connect(uri, token)
     try:
-        loaded = _prepare_collection(client, uri, name, manifest, vocabulary, overwrite, algorithm, shards)
-        if loaded is None:
-            return json.loads(_properties(client, name)[MANIFEST_KEY])
+        loaded, recorded = _prepare_collection(client, uri, name, manifest, vocabulary, overwrite, algorithm, shards)
+        if recorded.get("status") == "complete":
+            return recorded
         if progress is not None:
             progress.reset(total=manifest["entities"])
             progress.unit, progress.unit_scale = "doc", False
@@ -315,30 +316,30 @@ def _refused(uri: str, name: str, loaded: int, call, *args, **kwargs):
 
 
 def _prepare_collection(client, uri: str, name: str, manifest: dict, vocabulary: Vocabulary,
-                        overwrite: bool, algorithm: str | None, shards: int | None) -> int | None:
-    """Documents already loaded (0 for a new collection, created here); None when the collection
-    holds this input complete. Refuses a collection of other input unless `overwrite`."""
+                        overwrite: bool, algorithm: str | None, shards: int | None) -> tuple[int, dict]:
+    """(documents already loaded, the collection's manifest): 0 and `manifest` for a new collection,
+    created here; a manifest whose status is complete when the collection holds this input whole.
+    Refuses a collection of other input unless `overwrite`."""
     if client.has_collection(name):
         properties = _properties(client, name)
         recorded = json.loads(properties.get(MANIFEST_KEY, "{}"))
+        differing = differences(recorded, manifest)
         if overwrite:
             client.drop_collection(name)
         elif recorded.get("format") != FORMAT:
             raise InputError(f"{uri}: collection {name!r} was not loaded by this toolkit (--overwrite replaces it)")
-        elif differences(recorded, manifest):
-            raise InputError(f"{uri}: collection {name!r} holds other input (its "
-                             f"{', '.join(differences(recorded, manifest))} differ); load it into another "
-                             f"collection, or --overwrite to replace it")
-        elif recorded.get("status") == "complete":
-            log.warning(f"{uri}: collection {name!r} already holds this input; nothing to load")
-            return None
+        elif differing:
+            raise InputError(f"{uri}: collection {name!r} holds other input (its {', '.join(differing)} differ); "
+                             f"load it into another collection, or --overwrite to replace it")
         else:
-            return int(properties.get(LOADED_KEY, 0))
+            if recorded.get("status") == "complete":
+                log.warning(f"{uri}: collection {name!r} already holds this input; nothing to load")
+            return int(properties.get(LOADED_KEY, 0)), recorded
     schema, indexes = _schema(client, require_milvus(), manifest["dense_dim"], algorithm)
     _refused(uri, name, 0, client.create_collection, name, schema=schema, index_params=indexes,
              properties={MANIFEST_KEY: json.dumps(manifest), LOADED_KEY: "0", **vocabulary.to_properties()},
              **({"num_shards": shards} if shards else {}))
-    return 0
+    return 0, manifest
 
 
 def _open_dense_store(dense_store: str | None):
@@ -462,10 +463,6 @@ class MilvusCollection:
         return query
 
     @staticmethod
-    def _search_params() -> dict:
-        return {"metric_type": "IP", "params": {}}
-
-    @staticmethod
     def _rankings(results) -> list[Ranking]:
         """(docid, score) lists of pymilvus's hits (the primary key under its field's name, or "id")."""
         return [[(str(hit[DOCID] if DOCID in hit else hit["id"]), float(hit["distance"])) for hit in hits]
@@ -490,7 +487,7 @@ class MilvusCollection:
             def fetch(depth, vectors=[query for _, query in part]):
                 return self._rankings(self._call("search", self.client.search, self.name, data=vectors,
                                                  anns_field=SPARSE, limit=depth, output_fields=[DOCID],
-                                                 search_params=self._search_params()))
+                                                 search_params=SPARSE_SEARCH))
 
             most = min(self.entities, MAX_TOP_K)
             for (qid, query), first in zip(part, fetch(min(k + 1, most))):
@@ -521,7 +518,7 @@ class MilvusCollection:
             requests = [pymilvus.AnnSearchRequest([np.asarray(vector).tolist()], DENSE, {"metric_type": "IP"},
                                                   limit=depth)]
             if sparse:
-                requests.insert(0, pymilvus.AnnSearchRequest([sparse], SPARSE, self._search_params(), limit=depth))
+                requests.insert(0, pymilvus.AnnSearchRequest([sparse], SPARSE, SPARSE_SEARCH, limit=depth))
             results = self._call("hybrid search", self.client.hybrid_search, self.name, requests,
                                  pymilvus.RRFRanker(rrf_k), limit=min(k, MAX_TOP_K), output_fields=[DOCID])
             run[qid] = self._rankings(results)[0]
