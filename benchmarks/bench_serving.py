@@ -164,7 +164,8 @@ def main() -> None:
                 "fast " + ",".join(f"{key}={value:g}" for key, value in knobs.items())
             engines[name] = seismic_search(fast_searcher, **knobs)
 
-    documents = exact.documents if exact else fast_searcher.documents if "seismic-fast" in engines else lucene_documents
+    documents = exact.documents if exact else fast_searcher.documents if "seismic-fast" in engines else \
+        lucene_documents or sizes.get("milvus", {}).get("documents")
     figures = {"queries": len(queries), "documents": documents, "fast": args.fast, "sizes": sizes,
                "fast_index": args.fast_index, "fast_build": args.fast_build, "cpu": cpu_model(), "load_before": os.getloadavg(), "engines": {}}
     runs = {}
@@ -242,15 +243,13 @@ def milvus_engines(args, out: Path, sizes: dict) -> dict:
 
     uri = args.milvus_uri or str(out.with_name(out.stem + ".milvus.db"))
     try:
-        MilvusCollection(uri, "bench").close()
-        seconds = None
+        collection = MilvusCollection(uri, "bench")
     except InputError:  # no collection yet (or an interrupted load): load it, resuming if need be
-        manifest = load_collection(args.vectors, uri, "bench")
-        seconds = manifest.get("load_seconds")
+        seconds = load_collection(args.vectors, uri, "bench").get("load_seconds")
         print(f"loaded the Milvus collection in {seconds:.1f}s", file=sys.stderr)
-    collection = MilvusCollection(uri, "bench")
-    sizes["milvus"] = {"build_seconds": seconds or collection.manifest.get("load_seconds"),
-                       "bytes": collection.size_bytes()}
+        collection = MilvusCollection(uri, "bench")
+    sizes["milvus"] = {"build_seconds": collection.manifest.get("load_seconds"), "bytes": collection.size_bytes(),
+                       "documents": collection.documents}
     engines = {"milvus": milvus_search(collection)}
     for ratio in args.milvus_drop_ratio:
         engines[f"milvus drop={ratio:g}"] = milvus_search(MilvusCollection(uri, "bench", drop_ratio_search=ratio))
