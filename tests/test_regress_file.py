@@ -68,6 +68,12 @@ REFUSALS = [  # (change, what the one error line must say after the file's name)
     (setter("expected", "good", "ndcg_cut_10", "tolerance", value=-0.01),
      "expected.good.ndcg_cut_10.tolerance: must be a non-negative number, not -0.01"),
     (setter("expected", "good", "ndcg_cut_10", "value", value=True), "expected.good.ndcg_cut_10.value: must be a number, not True"),
+    (setter("expected", "good", "ndcg_cut_10", "value", value={"AVX2": 0.7, "avx512": 0.69}),
+     "expected.good.ndcg_cut_10.value: unknown CPU kind 'avx512' (known: DEFAULT, AVX2, AVX512,"),
+    (setter("expected", "good", "ndcg_cut_10", "value", value={"AVX2": "0.7"}),
+     "expected.good.ndcg_cut_10.value.AVX2: must be a number, not '0.7'"),
+    (setter("expected", "good", "ndcg_cut_10", "value", value={}),
+     "expected.good.ndcg_cut_10.value: must be a non-empty mapping, not {}"),
     (setter("runs", "extra", value="{work}/run.extra.txt"), "runs.extra: has no expectations under expected"),
     (setter("expected", "ghost", value={"ndcg_cut_10": {"value": 0.5}}), "expected.ghost: is not a run listed under runs"),
     (setter("expected", "fused", "ndcg_cut_10", "above", value={"ghost": 0.01}),
@@ -172,6 +178,23 @@ def test_a_negative_margin_bounds_how_far_below_a_run_may_fall(tmp_path):
     assert check_expectations(spec, {"bm25": {"ndcg_cut_10": 0.78}, "tiny": {"ndcg_cut_10": 0.72}}) == []
     assert check_expectations(spec, {"bm25": {"ndcg_cut_10": 0.78}, "tiny": {"ndcg_cut_10": 0.7199}}) == [
         "tiny: ndcg_cut_10 = 0.7199, expected >= bm25's 0.78 - 0.06 = 0.72"]
+
+
+def test_a_value_per_cpu_kind_applies_on_that_kind_and_their_spread_elsewhere(tmp_path):
+    spec = loaded(tmp_path, {"fused": {"ndcg_cut_10": {"value": {"AVX2": 0.7027, "AVX512": 0.6981},
+                                                       "tolerance": 0.001}}})
+    at = lambda value: {"fused": {"ndcg_cut_10": value}}  # noqa: E731
+    assert check_expectations(spec, at(0.7027), cpu="AVX2") == []
+    assert check_expectations(spec, at(0.6981), cpu="AVX512") == []
+    assert check_expectations(spec, at(0.6981), cpu="AVX2") == [
+        "fused: ndcg_cut_10 = 0.6981, expected 0.7027 (AVX2) +/- 0.001"]
+    assert check_expectations(spec, at(0.7027), cpu="AVX512") == [
+        "fused: ndcg_cut_10 = 0.7027, expected 0.6981 (AVX512) +/- 0.001"]
+    # a kind the file does not list: the measured spread, widened by the tolerance
+    assert check_expectations(spec, at(0.6972), cpu="DEFAULT") == []
+    assert check_expectations(spec, at(0.7036), cpu=None) == []
+    assert check_expectations(spec, at(0.7038), cpu="DEFAULT") == [
+        "fused: ndcg_cut_10 = 0.7038, expected AVX2 0.7027, AVX512 0.6981: on DEFAULT, their spread +/- 0.001"]
 
 
 def test_efficiency_expectations(tmp_path):

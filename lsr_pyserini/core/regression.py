@@ -29,6 +29,12 @@ def default_data_root() -> Path:
     return Path(env) if env else REPO_ROOT.parent / "shared" / "data"
 
 
+# The CPU kinds a metric's value may be given per (`value: {AVX2: V, AVX512: W}`): torch's
+# `torch.backends.cpu.get_cpu_capability()`, the vector width of the kernels a CPU training run
+# sums with (its weights, and so the figures, depend on it: docs/reproducibility.md).
+CPU_KINDS = ("DEFAULT", "AVX2", "AVX512", "VSX", "ZVECTOR", "SVE256")
+
+
 # The regression file's schema, written once. A closed mapping ("keys") names its keys and the kind
 # of each value, the keys it requires, the keys of which exactly one must be given ("one_of") and
 # keys that need another ("needs"); an open mapping ("each") has free keys (or keys from "names")
@@ -42,10 +48,11 @@ SCHEMA = {
     "runs": {"each": "text"},
     "expected": {"each": "metrics"},
     "metrics": {"each": "metric", "names": [key for key, _ in METRICS], "what": "metric"},
-    "metric": {"keys": {"value": "number", "tolerance": "tolerance", "at_least": "number", "above": "margins"},
+    "metric": {"keys": {"value": "value", "tolerance": "tolerance", "at_least": "number", "above": "margins"},
                "one_of": ("value", "at_least"), "needs": {"tolerance": "value"},
                "example": "{value: 0.6436, tolerance: 0.002} or {at_least: 0.6, above: {bm25: 0.01}}"},
     "margins": {"each": "number"},
+    "per_cpu": {"each": "number", "names": list(CPU_KINDS), "what": "CPU kind"},
     "efficiency": {"each": "efficiency_file"},
     "efficiency_file": {"keys": {"file": "text", "expected": "figures"}, "required": ("file", "expected")},
     "figures": {"each": "figure", "names": [key for key, _ in EFFICIENCY_FIGURES], "what": "efficiency figure"},
@@ -85,6 +92,8 @@ def _join(where: str, key) -> str:
 
 def _validate(value, kind: str, where: str) -> None:
     """Refuse (one _Refused naming the key) the first place where `value` is not of `kind`."""
+    if kind == "value":  # a metric's value: one number, or one per CPU kind measured
+        return _validate(value, "per_cpu" if isinstance(value, dict) else "number", where)
     if kind in LEAVES:
         description, accepts = LEAVES[kind]
         if not accepts(value):
@@ -232,13 +241,34 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
 
 
-def _ranges(expectation: dict, baselines: dict[str, float]) -> list[tuple[float, float, str]]:
+def cpu_kind() -> str:
+    """This CPU's kind as a per-CPU value names it: torch's kernel capability (AVX2, AVX512, ...)."""
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def expected_value(value, cpu: str | None) -> tuple[float, float, str]:
+    """(low, high, as the file states it) of a metric's value before its tolerance: a number, or
+    the value of `cpu` when the file gives one per CPU kind; on a kind it does not list (or `cpu`
+    None), the measured spread, from the lowest to the highest kind's value."""
+    if not isinstance(value, dict):
+        return value, value, _number(value)
+    if cpu in value:
+        return value[cpu], value[cpu], f"{_number(value[cpu])} ({cpu})"
+    kinds = ", ".join(f"{kind} {_number(number)}" for kind, number in value.items())
+    return min(value.values()), max(value.values()), f"{kinds}: on {cpu or 'a CPU kind not given'}, their spread"
+
+
+def _ranges(expectation: dict, baselines: dict[str, float], cpu: str | None = None) -> list[tuple[float, float, str]]:
     """The ranges (low, high, as the file states it) a measured value must fall in; `baselines`:
-    the same metric measured in each run named under `above`."""
+    the same metric measured in each run named under `above`; `cpu`: this CPU's kind (a value
+    given per CPU kind)."""
     ranges = []
     if "value" in expectation:
-        value, tolerance = expectation["value"], expectation.get("tolerance", 0.0)
-        ranges.append((value - tolerance, value + tolerance, f"{_number(value)} +/- {_number(tolerance)}"))
+        low, high, stated = expected_value(expectation["value"], cpu)
+        tolerance = expectation.get("tolerance", 0.0)
+        ranges.append((low - tolerance, high + tolerance, f"{stated} +/- {_number(tolerance)}"))
     if "at_least" in expectation:
         ranges.append((expectation["at_least"], math.inf, f">= {_number(expectation['at_least'])}"))
     if "at_most" in expectation:
@@ -251,21 +281,23 @@ def _ranges(expectation: dict, baselines: dict[str, float]) -> list[tuple[float,
     return ranges
 
 
-def _misses(label: str, got: float | None, expectation: dict, baselines: dict[str, float]) -> list[str]:
+def _misses(label: str, got: float | None, expectation: dict, baselines: dict[str, float],
+            cpu: str | None = None) -> list[str]:
     if got is None:
         return [f"{label} was not measured"]
     return [f"{label} = {_number(got)}, expected {stated}"
-            for low, high, stated in _ranges(expectation, baselines) if not low - 1e-9 <= got <= high + 1e-9]
+            for low, high, stated in _ranges(expectation, baselines, cpu) if not low - 1e-9 <= got <= high + 1e-9]
 
 
-def check_expectations(spec: dict, measured: dict) -> list[str]:
+def check_expectations(spec: dict, measured: dict, cpu: str | None = None) -> list[str]:
     """Every missed expectation, one line each: metrics (values, floors, margins over other runs)
-    and efficiency figures (`measured[RESERVED_RUN]`)."""
+    and efficiency figures (`measured[RESERVED_RUN]`); `cpu`: this CPU's kind, for values given per
+    CPU kind (None: their spread applies)."""
     misses = []
     for run, metrics in spec["expected"].items():
         for metric, expectation in metrics.items():
             baselines = {other: measured[other][metric] for other in expectation.get("above", {})}
-            misses += _misses(f"{run}: {metric}", measured[run].get(metric), expectation, baselines)
+            misses += _misses(f"{run}: {metric}", measured[run].get(metric), expectation, baselines, cpu)
     for name, entry in spec.get("efficiency", {}).items():
         figures = measured[RESERVED_RUN][name]
         for figure, expectation in entry["expected"].items():
@@ -288,14 +320,19 @@ def read_efficiency(path: str) -> dict[str, float]:
     return {key: value for key, value in rows[0].items() if key in names and _is_number(value)}
 
 
-def _metrics_table(spec: dict, measured: dict) -> str:
-    """Each run's metrics beside the value (or floor, >=) the file expects."""
+def _expected_cell(value, cpu: str | None) -> str:
+    low, high, _ = expected_value(value, cpu)
+    return f"{low:.4f}" if low == high else f"{low:.4f}-{high:.4f}"
+
+
+def _metrics_table(spec: dict, measured: dict, cpu: str | None = None) -> str:
+    """Each run's metrics beside the value (or floor, >=) the file expects (on this CPU kind)."""
     rows = []
     for name in spec["runs"]:
         row = {"run": name, **measured[name]}
         for key, _ in METRICS:
             expectation = spec["expected"][name].get(key, {})
-            row[f"expected_{key}"] = (f"{expectation['value']:.4f}" if "value" in expectation else
+            row[f"expected_{key}"] = (_expected_cell(expectation["value"], cpu) if "value" in expectation else
                                       f">={expectation['at_least']:.4f}" if "at_least" in expectation else "-")
         rows.append(row)
     columns = [("run", "run")] + [c for key, label in METRICS
@@ -338,13 +375,14 @@ def regress(path: str, data_root: Path, work: Path, threads: int, train_threads:
     for name, run in spec["runs"].items():
         values = evaluate_run(qrels, substitute(run, variables))
         measured[name] = {key: round(values.get(key, {}).get("all", 0.0), 4) for key, _ in METRICS}
-    show(_metrics_table(spec, measured))
+    cpu = cpu_kind()
+    show(_metrics_table(spec, measured, cpu))
     if "efficiency" in spec:
         measured[RESERVED_RUN] = {name: read_efficiency(substitute(entry["file"], variables))
                                   for name, entry in spec["efficiency"].items()}
         show("")
         show(_efficiency_table(spec, measured[RESERVED_RUN]))
-    misses = check_expectations(spec, measured)
+    misses = check_expectations(spec, measured, cpu)
     measured[ENVIRONMENT] = environment(threads=threads, train_threads=train_threads)
     return measured, misses
 
