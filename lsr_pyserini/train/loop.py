@@ -1,5 +1,9 @@
 """The one training loop: AdamW, linear warm-up and decay, clipping, progress bar with the loss,
-checkpoints that resume exactly (model, optimiser, scheduler, RNG and position in the data).
+checkpoints that resume exactly (model, optimiser, scheduler, RNG and position in the data): the
+resumed run's weights are bit for bit the uninterrupted run's (on the same CPU and thread count), an
+interruption anywhere in a step included. A Ctrl-C during a step's forward or backward pass drops
+that step (its gradients; the RNG goes back to the step's start, before dropout drew), and one
+during its update (optimiser, scheduler, step count) takes effect once the update is complete.
 
 The output folder is claimed first (`core/outputs.py`): locked while training; a folder holding a
 checkpoint of this loop is resumed; one holding a finished model (`lsr_training.json`) is
@@ -8,7 +12,10 @@ from __future__ import annotations
 
 import json
 import random
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -47,13 +54,44 @@ def _cuda_index(device: str) -> int | None:
     return int(device.split(":")[1]) if ":" in device else torch.cuda.current_device()
 
 
-def _save_checkpoint(path: Path, model, optimizer, scheduler, step: int, settings: dict, device: str = "cpu") -> None:
+def _rng_states(device: str) -> dict:
+    """Every generator a step may draw from (dropout, a family's sampling)."""
+    states = {"torch_rng": torch.get_rng_state(), "python_rng": random.getstate(), "numpy_rng": np.random.get_state()}
+    if _cuda_index(device) is not None:  # dropout on a GPU draws from its own generator
+        states["cuda_rng"] = torch.cuda.get_rng_state(_cuda_index(device))
+    return states
+
+
+def _restore_rng(states: dict, device: str) -> None:
+    torch.set_rng_state(states["torch_rng"])
+    if "cuda_rng" in states and _cuda_index(device) is not None:
+        torch.cuda.set_rng_state(states["cuda_rng"], _cuda_index(device))
+    random.setstate(states["python_rng"])
+    np.random.set_state(states["numpy_rng"])
+
+
+@contextmanager
+def _uninterrupted():
+    """Hold a Ctrl-C (SIGINT) until the block is done, then raise it: a step's update is all or nothing."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda *_: received.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
+
+
+def _save_checkpoint(path: Path, model, optimizer, scheduler, step: int, settings: dict, device: str = "cpu",
+                     rng: dict | None = None) -> None:
+    """`rng`: the generators' states to record (default: now)."""
     state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
              "scheduler": scheduler.state_dict(), "step": step, "settings": settings,
-             "torch_rng": torch.get_rng_state(), "python_rng": random.getstate(),
-             "numpy_rng": np.random.get_state()}
-    if _cuda_index(device) is not None:  # dropout on a GPU draws from its own generator
-        state["cuda_rng"] = torch.cuda.get_rng_state(_cuda_index(device))
+             **(rng or _rng_states(device))}
     with written_aside(path) as handle:
         torch.save(state, handle)
 
@@ -106,12 +144,9 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         step = state["step"]
-        torch.set_rng_state(state["torch_rng"])
-        if "cuda_rng" in state and _cuda_index(placement.device) is not None:
-            torch.cuda.set_rng_state(state["cuda_rng"], _cuda_index(placement.device))
-        random.setstate(state["python_rng"])
-        np.random.set_state(state["numpy_rng"])
+        _restore_rng(state, placement.device)
     model.train()
+    step_start = None  # the generators' states when the step under way began (None: between steps)
     progress = tqdm(total=total, initial=step, unit="step", disable=quiet, dynamic_ncols=True)
     started, last_logs = time.time(), {}
     try:
@@ -122,21 +157,26 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
                     continue
                 if step >= total:
                     break
+                step_start = _rng_states(placement.device)
                 with placement.autocast():
                     loss, logs = model.loss(batch, step)
                 if scaler is None:
                     loss.backward()
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                    optimizer.step()
                 else:
                     scaler.scale(loss).backward()
-                    scaler.unscale_(optimizer)
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                    scaler.step(optimizer)
-                    scaler.update()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
+                with _uninterrupted():
+                    if scaler is None:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                        optimizer.step()
+                    else:
+                        scaler.unscale_(optimizer)
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                        scaler.step(optimizer)
+                        scaler.update()
+                    scheduler.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    step += 1
+                    step_start = None
                 last_logs = {"loss": float(loss.detach()), **logs}
                 progress.set_postfix({k: f"{v:.4g}" for k, v in last_logs.items()})
                 progress.update(1)
@@ -144,7 +184,9 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
                     _save_checkpoint(checkpoint, model, optimizer, scheduler, step, settings, placement.device)
     except KeyboardInterrupt:
         progress.close()
-        _save_checkpoint(checkpoint, model, optimizer, scheduler, step, settings, placement.device)
+        # interrupted inside a step: the model and optimiser are still those before it, the RNG
+        # goes back to where the step began, so the resumed run draws what this one would have
+        _save_checkpoint(checkpoint, model, optimizer, scheduler, step, settings, placement.device, rng=step_start)
         raise Interrupted(f"interrupted at step {step} of {total}: checkpoint saved; "
                           f"run the same command to resume") from None
     progress.close()
