@@ -93,3 +93,21 @@ def test_a_wrong_figure_fails(change, message):
     assert change[0] in text
     found = mismatches(text.replace(change[0], change[1], 1))
     assert len(found) == 1 and message in found[0], found
+
+
+CI_TIER = sorted((REGRESSIONS / "ci").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CI_TIER, ids=lambda path: path.name)
+def test_each_ci_margin_is_larger_than_its_runs_tolerance(path):
+    """A margin over another run (above: {RUN: M}, M >= 0) separates working from broken only when
+    it is larger than the tolerance the value is allowed: otherwise a run the tolerance admits may
+    stand no higher than the run it should beat. Negative margins are floors ("at most this far
+    below BM25"), which the file's header explains."""
+    narrow = []
+    for run, metrics in yaml.safe_load(path.read_text())["expected"].items():
+        for metric, expectation in metrics.items():
+            for other, margin in expectation.get("above", {}).items():
+                if margin >= 0 and not margin > expectation.get("tolerance", 0.0):
+                    narrow.append(f"{run} {metric}: margin {margin} over {other} <= tolerance {expectation['tolerance']}")
+    assert narrow == []
