@@ -3,8 +3,9 @@ scifact-bm25 and scifact-splade-tiny reproductions (tests/test_regressions.py), 
 full collection's indexes once already:
 
 - `python -m lsr_pyserini.search` writes the very runs of `lucene search --impact`, `lucene search
-  --bm25`, `seismic search` and (with several shard indexes) one index's run; a Milvus collection
-  (milvus-lite) of the shards gives Lucene's top-1000 run at every rank, all 300 queries;
+  --bm25`, `seismic search` and (with several shard indexes) one index's run; exact Seismic (an index
+  of all 5,183 documents) and a Milvus collection (milvus-lite) of the shards give Lucene's top-1000
+  run at every rank, all 300 queries;
 - one `Searcher` used from 8 threads, all 300 test queries, 5 repetitions, returns exactly the
   rankings it returns one query at a time, for the Lucene impact, sharded and Seismic engines, with
   and without the dense re-ranker;
@@ -31,6 +32,18 @@ def same_ranking(a: Path, b: Path) -> None:
     assert len(columns[0]) == len(columns[1]) > 0, f"{a} and {b} differ in length"
     differing = sum(1 for x, y in zip(*columns) if x != y)
     assert not differing, f"{a} differs from {b} on {differing} lines"
+
+
+def same_ranking_as_lucene(seismic: Path, lucene: Path, queries: Path) -> None:
+    """Exact Seismic's run is Lucene's: the same docid at every rank of every query; a score may
+    differ only where Lucene's float32 sum misses the integer impact score (111.999992 for 112),
+    by under 1e-5 (docs/seismic.md)."""
+    rows = [[line.split() for line in path.read_text().splitlines()] for path in (seismic, lucene)]
+    qids = {line.split("\t")[0] for line in queries.read_text().splitlines()}
+    assert len(qids) == 300 and {row[0] for row in rows[1]} == qids
+    assert len(rows[0]) == len(rows[1]) > 250_000, f"{seismic} and {lucene} differ in length"
+    differing = [(x, y) for x, y in zip(*rows) if x[:4] != y[:4] or abs(float(x[4]) - float(y[4])) >= 1e-5]
+    assert not differing, f"{seismic} differs from {lucene} on {len(differing)} lines, first {differing[0]}"
 
 
 def split_shards(vectors: Path, into: list[Path]) -> None:
@@ -74,6 +87,7 @@ def check_impact_engines(work: Path, data: Path, scratch: Path, dense_model: Pat
     run_tool("search", "--index", scratch / "seismic", "--topics", work / "queries.tsv", "--encoded", "--output",
              scratch / "run.seismic.search.txt", "--hits", "1000", "--threads", "2", "--quiet", check=True)
     same_file(scratch / "run.seismic.search.txt", scratch / "run.seismic.command.txt")
+    same_ranking_as_lucene(scratch / "run.seismic.command.txt", lucene_run, queries_tsv)
     # Milvus (milvus-lite): a collection of the same shards, Lucene's top-1000 run at every rank
     run_tool("milvus", "index", "--input", work / "vectors", "--uri", scratch / "scifact.milvus.db", "--collection",
              "scifact", "--quiet", check=True)
