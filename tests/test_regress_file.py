@@ -285,6 +285,25 @@ def test_regress_checks_margins_and_efficiency_end_to_end(tiny_collection):
     assert set(measured) == {"good", "bad", "fused", "efficiency", "environment"}
 
 
+def test_regress_checks_this_cpu_kinds_value(tiny_collection):
+    """regress reads this CPU's kind and checks its value: 0.6309 is inside the spread of the two
+    kinds' values but misses this kind's."""
+    import torch
+
+    this = torch.backends.cpu.get_cpu_capability()
+    other = "DEFAULT" if this != "DEFAULT" else "AVX2"
+    result, measured = run_regression(
+        tiny_collection,
+        {"good": {"ndcg_cut_10": {"value": 1.0}},
+         "bad": {"ndcg_cut_10": {"value": {this: 0.7, other: 0.6309}}},
+         "fused": {"ndcg_cut_10": {"at_least": 0.9}}},
+        {"store_documents": {"value": 4}}, work="kind")
+    assert result.returncode == 1 and measured["environment"]["cpu_capability"] == this
+    assert [line for line in result.stderr.splitlines() if line.startswith("MISS")] == [
+        f"MISS bad: ndcg_cut_10 = 0.6309, expected 0.7 ({this}) +/- 0"]
+    assert " 0.7000 " in result.stdout  # the table shows this kind's value
+
+
 def test_training_steps_run_with_the_files_thread_count_whatever_threads_says(tiny_collection, monkeypatch,
                                                                             capsys):
     """regress substitutes {train_threads} with the file's count (the one its figures were measured
