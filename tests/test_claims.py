@@ -109,5 +109,6 @@ def test_each_ci_margin_is_larger_than_its_runs_tolerance(path):
         for metric, expectation in metrics.items():
             for other, margin in expectation.get("above", {}).items():
                 if margin >= 0 and not margin > expectation.get("tolerance", 0.0):
-                    narrow.append(f"{run} {metric}: margin {margin} over {other} <= tolerance {expectation['tolerance']}")
+                    narrow.append(f"{run} {metric}: margin {margin} over {other} "
+                                  f"<= tolerance {expectation.get('tolerance', 0.0)}")
     assert narrow == []
