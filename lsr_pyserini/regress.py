@@ -44,10 +44,12 @@ the file's count, and the figures may then differ from the file's.
 A metric expectation is {value: V, tolerance: T} (|measured - V| <= T; T defaults to 0) or
 {at_least: V} (measured >= V), either with an optional margin over other runs, above: {RUN: M, ...}
 (measured >= that run's measured value of the same metric + M; M may be negative). A value that
-depends on the CPU kind (a trained run: the kernels' vector width moves CPU training's weights,
-docs/reproducibility.md) may be given per kind measured, {value: {AVX2: V, AVX512: W}, tolerance: T}
-(torch.backends.cpu.get_cpu_capability()'s names): this CPU's kind's value applies, and on a kind
-not listed the measured spread (from the lowest to the highest value, +/- T). Every run under
+depends on the CPU kind (a trained run: the vendor and the kernels' vector width move CPU
+training's weights, docs/reproducibility.md) may be given per kind measured,
+{value: {AMD-AVX2: V, Intel-AVX512: W}, tolerance: T, tolerance_elsewhere: E} (the vendor, AMD,
+Intel or other, and torch.backends.cpu.get_cpu_capability()'s name): this CPU's kind's value
+applies +/- T, and on a kind not listed the measured spread (from the lowest to the highest value)
++/- E (default T). Every run under
 `runs` needs at least one expectation, and expectations and margins may name only runs listed there.
 An efficiency figure is {value: V, tolerance: T}, {at_least: V} or {at_most: V}, read from the JSON
 file an `evaluate --index DIR [--queries Q] [--store STORE] --json FILE` step wrote (see

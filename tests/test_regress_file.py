@@ -58,7 +58,7 @@ REFUSALS = [  # (change, what the one error line must say after the file's name)
     (setter("expected", value={}), "expected: must be a non-empty mapping, not {}"),
     (setter("expected", "good", "ndcg_cut_10", value=0.5), "expected.good.ndcg_cut_10: must be a non-empty mapping such as"),
     (setter("expected", "good", "ndcg_cut_10", "tolerence", value=0.1),
-     "expected.good.ndcg_cut_10: unknown key 'tolerence' (allowed: value, tolerance, at_least, above)"),
+     "expected.good.ndcg_cut_10: unknown key 'tolerence' (allowed: value, tolerance, tolerance_elsewhere, at_least, above)"),
     (setter("expected", "good", "ndcg_cut_10", "at_least", value=0.5),
      "expected.good.ndcg_cut_10: give exactly one of value, at_least"),
     (setter("expected", "fused", "ndcg_cut_10", "tolerance", value=0.1), "expected.fused.ndcg_cut_10.tolerance: needs 'value'"),
@@ -68,10 +68,10 @@ REFUSALS = [  # (change, what the one error line must say after the file's name)
     (setter("expected", "good", "ndcg_cut_10", "tolerance", value=-0.01),
      "expected.good.ndcg_cut_10.tolerance: must be a non-negative number, not -0.01"),
     (setter("expected", "good", "ndcg_cut_10", "value", value=True), "expected.good.ndcg_cut_10.value: must be a number, not True"),
-    (setter("expected", "good", "ndcg_cut_10", "value", value={"AVX2": 0.7, "avx512": 0.69}),
-     "expected.good.ndcg_cut_10.value: unknown CPU kind 'avx512' (known: DEFAULT, AVX2, AVX512,"),
-    (setter("expected", "good", "ndcg_cut_10", "value", value={"AVX2": "0.7"}),
-     "expected.good.ndcg_cut_10.value.AVX2: must be a number, not '0.7'"),
+    (setter("expected", "good", "ndcg_cut_10", "value", value={"AMD-AVX2": 0.7, "AVX512": 0.69}),
+     "expected.good.ndcg_cut_10.value: unknown CPU kind 'AVX512' (known: AMD-DEFAULT, AMD-AVX2, AMD-AVX512,"),
+    (setter("expected", "good", "ndcg_cut_10", "value", value={"AMD-AVX2": "0.7"}),
+     "expected.good.ndcg_cut_10.value.AMD-AVX2: must be a number, not '0.7'"),
     (setter("expected", "good", "ndcg_cut_10", "value", value={}),
      "expected.good.ndcg_cut_10.value: must be a non-empty mapping, not {}"),
     (setter("runs", "extra", value="{work}/run.extra.txt"), "runs.extra: has no expectations under expected"),
@@ -181,20 +181,34 @@ def test_a_negative_margin_bounds_how_far_below_a_run_may_fall(tmp_path):
 
 
 def test_a_value_per_cpu_kind_applies_on_that_kind_and_their_spread_elsewhere(tmp_path):
-    spec = loaded(tmp_path, {"fused": {"ndcg_cut_10": {"value": {"AVX2": 0.7027, "AVX512": 0.6981},
+    spec = loaded(tmp_path, {"fused": {"ndcg_cut_10": {"value": {"AMD-AVX2": 0.7027, "Intel-AVX512": 0.6981},
                                                        "tolerance": 0.001}}})
     at = lambda value: {"fused": {"ndcg_cut_10": value}}  # noqa: E731
-    assert check_expectations(spec, at(0.7027), cpu="AVX2") == []
-    assert check_expectations(spec, at(0.6981), cpu="AVX512") == []
-    assert check_expectations(spec, at(0.6981), cpu="AVX2") == [
-        "fused: ndcg_cut_10 = 0.6981, expected 0.7027 (AVX2) +/- 0.001"]
-    assert check_expectations(spec, at(0.7027), cpu="AVX512") == [
-        "fused: ndcg_cut_10 = 0.7027, expected 0.6981 (AVX512) +/- 0.001"]
-    # a kind the file does not list: the measured spread, widened by the tolerance
-    assert check_expectations(spec, at(0.6972), cpu="DEFAULT") == []
+    assert check_expectations(spec, at(0.7027), cpu="AMD-AVX2") == []
+    assert check_expectations(spec, at(0.6981), cpu="Intel-AVX512") == []
+    assert check_expectations(spec, at(0.6981), cpu="AMD-AVX2") == [
+        "fused: ndcg_cut_10 = 0.6981, expected 0.7027 (AMD-AVX2) +/- 0.001"]
+    assert check_expectations(spec, at(0.7027), cpu="Intel-AVX512") == [
+        "fused: ndcg_cut_10 = 0.7027, expected 0.6981 (Intel-AVX512) +/- 0.001"]
+    # a kind the file does not list (the same width from another vendor too): the measured spread,
+    # widened by the tolerance
+    assert check_expectations(spec, at(0.6972), cpu="AMD-AVX512") == []
     assert check_expectations(spec, at(0.7036), cpu=None) == []
-    assert check_expectations(spec, at(0.7038), cpu="DEFAULT") == [
-        "fused: ndcg_cut_10 = 0.7038, expected AVX2 0.7027, AVX512 0.6981: on DEFAULT, their spread +/- 0.001"]
+    assert check_expectations(spec, at(0.7038), cpu="AMD-AVX512") == [
+        "fused: ndcg_cut_10 = 0.7038, expected AMD-AVX2 0.7027, Intel-AVX512 0.6981: on AMD-AVX512, their spread "
+        "+/- 0.001"]
+
+
+def test_a_kind_not_listed_takes_the_tolerance_elsewhere(tmp_path):
+    spec = loaded(tmp_path, {"ft": {"ndcg_cut_10": {"value": {"AMD-AVX2": 0.7445, "AMD-AVX512": 0.7445},
+                                                    "tolerance": 0.002, "tolerance_elsewhere": 0.005}}})
+    at = lambda value: {"ft": {"ndcg_cut_10": value}}  # noqa: E731
+    assert check_expectations(spec, at(0.7410), cpu="Intel-AVX512") == []
+    assert check_expectations(spec, at(0.7410), cpu="AMD-AVX2") == [
+        "ft: ndcg_cut_10 = 0.741, expected 0.7445 (AMD-AVX2) +/- 0.002"]
+    assert check_expectations(spec, at(0.7390), cpu="Intel-AVX512") == [
+        "ft: ndcg_cut_10 = 0.739, expected AMD-AVX2 0.7445, AMD-AVX512 0.7445: on Intel-AVX512, their spread "
+        "+/- 0.005"]
 
 
 def test_efficiency_expectations(tmp_path):
@@ -288,17 +302,17 @@ def test_regress_checks_margins_and_efficiency_end_to_end(tiny_collection):
 def test_regress_checks_this_cpu_kinds_value(tiny_collection):
     """regress reads this CPU's kind and checks its value: 0.6309 is inside the spread of the two
     kinds' values but misses this kind's."""
-    import torch
+    from lsr_pyserini.core.regression import cpu_kind
 
-    this = torch.backends.cpu.get_cpu_capability()
-    other = "DEFAULT" if this != "DEFAULT" else "AVX2"
+    this = cpu_kind()
+    other = "other-DEFAULT" if this != "other-DEFAULT" else "AMD-AVX2"
     result, measured = run_regression(
         tiny_collection,
         {"good": {"ndcg_cut_10": {"value": 1.0}},
          "bad": {"ndcg_cut_10": {"value": {this: 0.7, other: 0.6309}}},
          "fused": {"ndcg_cut_10": {"at_least": 0.9}}},
         {"store_documents": {"value": 4}}, work="kind")
-    assert result.returncode == 1 and measured["environment"]["cpu_capability"] == this
+    assert result.returncode == 1 and measured["environment"]["cpu_kind"] == this
     assert [line for line in result.stderr.splitlines() if line.startswith("MISS")] == [
         f"MISS bad: ndcg_cut_10 = 0.6309, expected 0.7 ({this}) +/- 0"]
     assert " 0.7000 " in result.stdout  # the table shows this kind's value

@@ -53,6 +53,15 @@ def cpu_model() -> str:
     return cpuinfo_field("model name") or platform.processor() or platform.machine()
 
 
+VENDORS = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel"}
+
+
+def cpu_vendor() -> str:
+    """AMD, Intel, or "other": with the kernels' vector width, what decides CPU training's bits
+    (torch's BLAS picks its code paths by vendor too)."""
+    return VENDORS.get(cpuinfo_field("vendor_id") or "", "other")
+
+
 def torch_threads() -> int | None:
     """torch's intra-op thread count in this process; None when this process has not imported
     torch (a step that runs no model, such as `prepare`, is not made to load it)."""
@@ -70,5 +79,6 @@ def environment(threads: int | None = None, **extra) -> dict:
     torch = sys.modules.get("torch")
     if torch is not None:  # the kernels' vector width (AVX2, AVX512): it changes the sums' order too
         record["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        record["cpu_kind"] = f"{cpu_vendor()}-{record['cpu_capability']}"
     record.update(extra)
     return record
