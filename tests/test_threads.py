@@ -5,8 +5,8 @@ sample queries and the first 50 SciFact test queries (one per forward pass, thro
 whose checks are per thread count). Shards and the query file byte for byte; manifests but for the
 environment block, which records the thread count, and timings. Run in this process (`encode.main`,
 which calls `torch.set_num_threads`); the thread count is put back after each run. Measured on an
-AMD EPYC Zen 3 (family 25, AVX2); 4 and 8 threads on its 2 cores gave the same bytes once, by hand
-(docs/reproducibility.md)."""
+AMD EPYC Zen 3 (family 25, AVX2); 3, 4 and 8 threads on its 2 cores gave the same bytes once, by
+hand (docs/reproducibility.md)."""
 from __future__ import annotations
 
 import gzip
