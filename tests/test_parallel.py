@@ -1,9 +1,11 @@
 """`encode corpus|dense --workers N` and `--ray`: the same bytes as one process (shards, dense and
 SparseEmbed stores, manifests), resumable, refused in one line when misused or when Ray is missing.
 
-Ray starts once for this module (`ray.init(num_cpus=2)`); the tests using it are skipped when Ray is
-not installed. Tiny random models: the mechanics are what is tested (benchmarks/bench_encode_parallel.py
-checks the same byte-identity with the real splade-tiny checkpoint)."""
+Ray starts once for this module (`ray.init(num_cpus=2)`). Ray and faiss are pinned in requirements.txt:
+imported plainly, so a broken install fails these tests instead of skipping them. The sample corpus
+is encoded with the real SPLADE-tiny (the `splade-tiny` preset) in one process, `--workers 2` and
+`--ray`; the other tests use tiny random models, whose mechanics are what they test
+(benchmarks/bench_encode_parallel.py measures the speed, and the byte-identity, on SciFact)."""
 from __future__ import annotations
 
 import gzip
@@ -31,7 +33,6 @@ from lsr_pyserini.core.writer import manifest_path
 TIMING = ("seconds_this_run", "documents_per_second_this_run", "seconds", "environment")
 # one pytest-xdist worker runs this module (`--dist loadgroup`): one local Ray, started once
 pytestmark = pytest.mark.xdist_group("ray")
-SCIFACT = Path(os.environ.get("LSR_PYSERINI_DATA_ROOT", "/work/shared/data")) / "scifact" / "corpus.jsonl.gz"
 
 
 @pytest.fixture(autouse=True)
@@ -42,8 +43,8 @@ def no_locks_left_in_this_process():
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'lsr-pyserini[ray]')")
-    pytest.importorskip("ray.data")
+    import ray
+    import ray.data  # noqa: F401  (what --ray imports)
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     restore_jvm_fault_handlers()  # Ray's replaced the JVM's, if an earlier test of this worker started it
@@ -94,16 +95,20 @@ def corpus_runs(preset, corpus: Path, tmp_path: Path, shard_size: int, *extra) -
     return outputs
 
 
-def test_sample_corpus_shards_are_byte_identical_to_one_process(tiny_preset, local_ray, tmp_path):
-    assert_same_shards(corpus_runs(tiny_preset, SAMPLE / "corpus.jsonl", tmp_path, 3))
+def test_sample_corpus_shards_of_the_real_splade_tiny_are_byte_identical_to_one_process(local_ray, tmp_path):
+    """The real checkpoint (the preset's 256 tokens, batch 32), 4 shards of 3: two workers and two Ray
+    actors each encode two shards, which this process writes in shard order."""
+    outputs = corpus_runs("splade-tiny", SAMPLE / "corpus.jsonl", tmp_path, 3)
+    assert_same_shards(outputs)
+    manifest = json.loads(manifest_path(outputs["--workers 2"]).read_text())
+    assert manifest["settings"]["encoder"]["model"] == "python-package:cognition/model"
+    assert (manifest["documents_written"], len(manifest["shards"])) == (12, 4)
 
 
 @pytest.fixture(scope="module")
-def scifact_1000(tmp_path_factory) -> Path:
-    if not SCIFACT.is_file():
-        pytest.skip(f"SciFact corpus not found at {SCIFACT} (set LSR_PYSERINI_DATA_ROOT)")
+def scifact_1000(tmp_path_factory, shared_data) -> Path:
     path = tmp_path_factory.mktemp("scifact") / "corpus.jsonl"
-    with gzip.open(SCIFACT, "rt", encoding="utf-8") as source:
+    with gzip.open(shared_data / "scifact" / "corpus.jsonl.gz", "rt", encoding="utf-8") as source:
         path.write_text("".join(itertools.islice(source, 1000)), encoding="utf-8")
     return path
 
@@ -145,7 +150,7 @@ def assert_same_store(stores: dict[str, Path]) -> None:
 
 
 def test_dense_store_is_byte_identical_to_one_process(tiny_encoder_only, local_ray, tmp_path):
-    pytest.importorskip("faiss")
+    import faiss  # noqa: F401  (pinned: fails rather than skips when broken)
     stores = {}
     for name, flags in MODES.items():
         stores[name] = tmp_path / name.strip("-").replace(" ", "-")
@@ -208,7 +213,7 @@ def test_java_still_runs_after_an_encoding_on_ray_in_the_same_process(tiny_prese
     """`encode corpus --ray` from Python in a process where the JVM runs (a search before it): Ray's
     start replaced the JVM's fault handlers and its stop left SIG_DFL, which killed the process at
     the next null met in compiled Java code; the encoder puts the JVM's back after each."""
-    pytest.importorskip("ray.data", reason="Ray is not installed (pip install 'lsr-pyserini[ray]')")
+    import ray.data  # noqa: F401  (pinned: fails rather than skips when broken)
     script = f"""
 from lsr_pyserini import encode
 from lsr_pyserini.core.java import start_jvm
@@ -228,7 +233,7 @@ def test_a_ray_run_that_succeeds_prints_none_of_rays_own_lines(tiny_preset, tmp_
     instance."), its token warning and its backend's error-level line about actors with "constructor
     arguments in the object store and max_restarts > 0" stay off stderr; the command's own lines
     (here a warning about the actors) and the bytes stay as they are."""
-    pytest.importorskip("ray.data", reason="Ray is not installed (pip install 'lsr-pyserini[ray]')")
+    import ray.data  # noqa: F401  (pinned: fails rather than skips when broken)
     corpus, out = SAMPLE / "corpus.jsonl", tmp_path / "vectors"
     result = run_tool("encode", "corpus", "--encoder", tiny_preset, "--input", corpus, "--output", out,
                       "--shard-size", "7", "--ray", "--ray-actors", "3")
@@ -315,7 +320,7 @@ def test_bad_values_are_refused_by_the_option_type(flags, message, tmp_path):
     (["--ray", "--workers", "2"], "--workers and --ray are exclusive"),
 ])
 def test_misused_flags_are_refused_in_one_line(flags, message, tiny_preset, tmp_path):
-    pytest.importorskip("ray")
+    import ray  # noqa: F401  (pinned: fails rather than skips when broken)
     with pytest.raises(InputError, match=message):
         encode.main(["corpus", "--encoder", str(tiny_preset), "--input", str(SAMPLE / "corpus.jsonl"),
                      "--output", str(tmp_path / "v"), "--quiet", *flags])
