@@ -296,3 +296,71 @@ def service_indexes(tmp_path_factory) -> dict:
     from service import build_sample_indexes
 
     return build_sample_indexes(tmp_path_factory.mktemp("service-indexes"))
+
+
+# -- Runs stopped at a known point, for the kill and Ctrl-C tests ---------------------------------
+# The command runs as `python -m MODULE ARGS` would, but with CheckedParts.write (every shard and
+# store part goes through it) wrapped: at part PART, after the first write to its file aside (one
+# record of a shard, the first bytes of an .npz) and a flush, the process stops itself (SIGSTOP).
+# The test waits for that stop, sends its signal (SIGKILL, or SIGINT then SIGCONT) and so hits the
+# run at the same point every time: parts 0..PART-1 complete and recorded, part PART half written
+# aside, neither recorded nor renamed. A run cannot end before the signal (it waits, stopped), so
+# no retry and no skip; on a fast or a loaded machine the test does the same thing.
+PAUSE_AT_PART = """
+import os, runpy, signal, sys
+from lsr_pyserini.core import writer
+
+part, module = int(sys.argv.pop(1)), sys.argv.pop(1)
+original = writer.CheckedParts.write
+
+
+class StopsAtSecondWrite:
+    def __init__(self, handle):
+        self.handle, self.writes = handle, 0
+
+    def write(self, data):
+        self.writes += 1
+        if self.writes == 2:
+            self.handle.flush()
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return self.handle.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+
+def write(self, index, write_part, **stats):
+    if index == part:
+        return original(self, index, lambda handle: write_part(StopsAtSecondWrite(handle)), **stats)
+    return original(self, index, write_part, **stats)
+
+
+writer.CheckedParts.write = write
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def start_paused_at_part(command: list[str], part: int, **popen) -> subprocess.Popen:
+    """Start `command` (`[python, "-m", MODULE, *args]`) and return once it has stopped itself in
+    the middle of writing part `part` (see PAUSE_AT_PART); fails if it ends first."""
+    import time
+
+    assert command[1] == "-m", command
+    process = subprocess.Popen([command[0], "-c", PAUSE_AT_PART, str(part), *command[2:]], cwd=REPO, **popen)
+    deadline = time.time() + 900  # only against a hang: the run waits stopped for the test, however slow
+    while time.time() < deadline:
+        pid, status = os.waitpid(process.pid, os.WUNTRACED | os.WNOHANG)
+        if pid:
+            assert os.WIFSTOPPED(status), f"the run ended (wait status {status}) before it wrote part {part}"
+            return process
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError(f"the run did not reach part {part} in 900 s")
+
+
+def interrupt_paused(process: subprocess.Popen) -> None:
+    """Ctrl-C a process stopped by start_paused_at_part: SIGINT stays pending until SIGCONT."""
+    import signal
+
+    process.send_signal(signal.SIGINT)
+    os.kill(process.pid, signal.SIGCONT)
