@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -25,11 +26,118 @@ SHARED_DATA = Path(os.environ.get("LSR_PYSERINI_DATA_ROOT", REPO.parent / "share
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-def pytest_collection_modifyitems(items):
+# Hypothesis draws the same examples on every run (derandomize: examples from a seed derived from
+# each test, no example database carried between runs), so a property test that fails, fails again,
+# and a CI run cannot pass or fail by the draw. HYPOTHESIS_PROFILE=explore draws fresh examples (for
+# looking for bugs by hand, not for CI). Loaded here, before the test modules build their settings.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
     """The slow tests (real checkpoints and collections, minutes each) first, in their own order:
     with `-n 2` (pytest-xdist, the README's test command) the two workers start on them while the
-    many short tests fill the gaps, instead of one long regression finishing last alone."""
+    many short tests fill the gaps, instead of one long regression finishing last alone.
+
+    Then, under `--dist loadgroup`, each item marked `xdist_group(NAME)` gets the `@NAME` suffix on
+    its node id that xdist's scheduler groups by. pytest-xdist 3.8 writes that suffix to
+    `item._nodeid`, which pytest 9.2 no longer reads (it keeps the id in `item._id`), so without this
+    the "serve" and "ray" groups ran on both workers and their session fixtures (the sample indexes,
+    a local Ray) were built twice. trylast: after xdist's own hook, so that a version of xdist that
+    sets the suffix itself is not given a second one. A grouped item that still lacks its suffix (an
+    upgrade that breaks the grouping again) fails (pytest_runtest_setup)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if not names:
+            continue
+        suffix = "@" + "_".join(names)
+        if not item.nodeid.endswith(suffix):
+            item._id = coerce_node_id(f"{item.nodeid}{suffix}")
+        item.lacks_group_suffix = not item.nodeid.endswith(suffix)
+
+
+def pytest_runtest_setup(item):
+    if getattr(item, "lacks_group_suffix", False):
+        pytest.fail("--dist loadgroup: this item is marked xdist_group but its node id lacks the @group suffix, so "
+                    "xdist spreads its group over the workers (a pytest or pytest-xdist upgrade?): see "
+                    "pytest_collection_modifyitems in tests/conftest.py", pytrace=False)
+
+
+# -- No silent skips: every skip is listed at the end, and one whose reason matches no pattern of
+# tests/allowed-skips.txt fails the session. A skip from a pytest.skip() in a test or fixture, a
+# skipif mark or a module-level skip all count; on xdist the controller receives the workers'
+# reports, so this runs on the controller only (not on the workers, which print nothing).
+ALLOWED_SKIPS_FILE = Path(__file__).with_name("allowed-skips.txt")
+EXTRA_ALLOWED_SKIPS = "LSR_PYSERINI_ALLOW_SKIPS"  # a regular expression: more allowed reasons, by hand
+
+
+def allowed_skip_patterns() -> list[re.Pattern]:
+    lines = (line.split("#", 1)[0].strip() for line in ALLOWED_SKIPS_FILE.read_text().splitlines())
+    patterns = [re.compile(line) for line in lines if line]
+    if os.environ.get(EXTRA_ALLOWED_SKIPS):
+        patterns.append(re.compile(os.environ[EXTRA_ALLOWED_SKIPS]))
+    return patterns
+
+
+def skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def _is_controller(config) -> bool:
+    return not hasattr(config, "workerinput")
+
+
+_SESSION: dict = {}  # "config", "skips": [(node id, reason, allowed)], "allowed": the patterns
+
+
+def pytest_configure(config):
+    _SESSION.update(config=config, skips=[], allowed=allowed_skip_patterns())
+
+
+def _record_skip(report) -> None:
+    if not report.skipped or hasattr(report, "wasxfail") or not _is_controller(_SESSION["config"]):
+        return
+    reason = skip_reason(report)
+    _SESSION["skips"].append((report.nodeid, reason, any(p.search(reason) for p in _SESSION["allowed"])))
+
+
+def pytest_runtest_logreport(report):
+    _record_skip(report)
+
+
+def pytest_collectreport(report):
+    _record_skip(report)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _is_controller(session.config) and any(not allowed for _, _, allowed in _SESSION["skips"]) \
+            and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    skips = _SESSION.get("skips", [])
+    if not skips or not _is_controller(config):
+        return
+    unlisted = [skip for skip in skips if not skip[2]]
+    terminalreporter.section(f"skips: {len(skips)}, {len(unlisted)} not on {ALLOWED_SKIPS_FILE.name}",
+                             red=bool(unlisted))
+    for nodeid, reason, allowed in sorted(skips):
+        terminalreporter.line(f"{'allowed' if allowed else 'NOT ALLOWED'}  {nodeid}: {reason}")
+    if unlisted:
+        terminalreporter.line(f"error: {len(unlisted)} skips match no pattern of tests/{ALLOWED_SKIPS_FILE.name}: "
+                              f"a skip there hides a failure (a pinned package that does not import, data "
+                              f"that is not at ../shared/data); the session fails", red=True)
 
 
 def sample_vocabulary() -> list[str]:
@@ -188,3 +296,71 @@ def service_indexes(tmp_path_factory) -> dict:
     from service import build_sample_indexes
 
     return build_sample_indexes(tmp_path_factory.mktemp("service-indexes"))
+
+
+# -- Runs stopped at a known point, for the kill and Ctrl-C tests ---------------------------------
+# The command runs as `python -m MODULE ARGS` would, but with CheckedParts.write (every shard and
+# store part goes through it) wrapped: at part PART, after the first write to its file aside (one
+# record of a shard, the first bytes of an .npz) and a flush, the process stops itself (SIGSTOP).
+# The test waits for that stop, sends its signal (SIGKILL, or SIGINT then SIGCONT) and so hits the
+# run at the same point every time: parts 0..PART-1 complete and recorded, part PART half written
+# aside, neither recorded nor renamed. A run cannot end before the signal (it waits, stopped), so
+# no retry and no skip; on a fast or a loaded machine the test does the same thing.
+PAUSE_AT_PART = """
+import os, runpy, signal, sys
+from lsr_pyserini.core import writer
+
+part, module = int(sys.argv.pop(1)), sys.argv.pop(1)
+original = writer.CheckedParts.write
+
+
+class StopsAtSecondWrite:
+    def __init__(self, handle):
+        self.handle, self.writes = handle, 0
+
+    def write(self, data):
+        self.writes += 1
+        if self.writes == 2:
+            self.handle.flush()
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return self.handle.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+
+def write(self, index, write_part, **stats):
+    if index == part:
+        return original(self, index, lambda handle: write_part(StopsAtSecondWrite(handle)), **stats)
+    return original(self, index, write_part, **stats)
+
+
+writer.CheckedParts.write = write
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def start_paused_at_part(command: list[str], part: int, **popen) -> subprocess.Popen:
+    """Start `command` (`[python, "-m", MODULE, *args]`) and return once it has stopped itself in
+    the middle of writing part `part` (see PAUSE_AT_PART); fails if it ends first."""
+    import time
+
+    assert command[1] == "-m", command
+    process = subprocess.Popen([command[0], "-c", PAUSE_AT_PART, str(part), *command[2:]], cwd=REPO, **popen)
+    deadline = time.time() + 900  # only against a hang: the run waits stopped for the test, however slow
+    while time.time() < deadline:
+        pid, status = os.waitpid(process.pid, os.WUNTRACED | os.WNOHANG)
+        if pid:
+            assert os.WIFSTOPPED(status), f"the run ended (wait status {status}) before it wrote part {part}"
+            return process
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError(f"the run did not reach part {part} in 900 s")
+
+
+def interrupt_paused(process: subprocess.Popen) -> None:
+    """Ctrl-C a process stopped by start_paused_at_part: SIGINT stays pending until SIGCONT."""
+    import signal
+
+    process.send_signal(signal.SIGINT)
+    os.kill(process.pid, signal.SIGCONT)

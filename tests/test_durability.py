@@ -8,17 +8,15 @@ import json
 import logging
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import REPO, SAMPLE, error_lines, run_tool
+from conftest import REPO, SAMPLE, error_lines, run_tool, start_paused_at_part
 from lsr_pyserini.core import outputs
 from lsr_pyserini.core.errors import InputError
 from lsr_pyserini.core.outputs import release_outputs
@@ -224,35 +222,36 @@ def run(command: list[str]) -> subprocess.CompletedProcess:
     return result
 
 
-def kill_when(command: list[str], ready, cleanup) -> None:
-    """Start `command`, SIGKILL it as soon as `ready()` (retried if it ends first on a slow machine)."""
-    for _attempt in range(3):
-        process = subprocess.Popen(command, cwd=REPO, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 600
-        while not ready() and process.poll() is None and time.time() < deadline:
-            time.sleep(0.01)
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGKILL)
-            process.wait()
-            return
-        cleanup()
-    pytest.skip("the run ended before it could be killed three times")
+def kill_at_part(command: list[str], part: int) -> None:
+    """Run `command` and SIGKILL it in the middle of writing part `part` (conftest.start_paused_at_part):
+    parts 0..part-1 complete, part `part` half written aside."""
+    process = start_paused_at_part(command, part, stderr=subprocess.DEVNULL)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL
+
+
+def kept_files(folder: Path, pattern: str) -> dict[str, tuple[int, int]]:
+    """name -> (inode, mtime_ns) of the parts in `folder`: a part the resumed run wrote again is a new file."""
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in folder.glob(pattern)}
 
 
 def test_sigkill_mid_encode_then_the_same_command_gives_byte_identical_shards(tiny_preset, corpus, tmp_path):
     clean = tmp_path / "clean"
     run(corpus_command(tiny_preset, corpus, clean))
     out = tmp_path / "vectors"
-    kill_when(corpus_command(tiny_preset, corpus, out), ready=lambda: (out / "part-00000.jsonl").is_file(),
-              cleanup=lambda: [shutil.rmtree(out), manifest_path(out).unlink()])
+    kill_at_part(corpus_command(tiny_preset, corpus, out), part=2)
     kept = json.loads(manifest_path(out).read_text())
-    assert kept["status"] == "running" and 1 <= len(kept["shards"]) < 16
+    assert kept["status"] == "running" and sorted(kept["shards"], key=int) == ["0", "1"]
     assert (tmp_path / ".vectors.lock").is_file()  # left by the killed process
-    # every shard file there is complete and recorded (a recorded one may still wait for its rename)
-    assert {p.name for p in out.iterdir()} <= {f"part-{int(i):05d}.jsonl" for i in kept["shards"]}
+    # the complete shards only, under their names; the half-written third is aside (not recorded)
+    assert sorted(p.name for p in out.iterdir()) == ["part-00000.jsonl", "part-00001.jsonl"]
+    assert [len(p.read_text().splitlines()) for p in (tmp_path / "vectors.partial").glob("*.tmp")] == [1]
+    before = kept_files(out, "part-*.jsonl")
 
     resumed = run([arg for arg in corpus_command(tiny_preset, corpus, out) if arg != "--quiet"])  # it warns
     assert "warning: " in resumed.stderr and "stale lock left by pid" in resumed.stderr
+    assert {name: kept_files(out, "part-*.jsonl")[name] for name in before} == before  # resumed, not redone
     assert files_of(out) == files_of(clean)
     assert without_timing(manifest_path(out)) == without_timing(manifest_path(clean))
     assert not (tmp_path / ".vectors.lock").exists() and not (tmp_path / "vectors.partial").exists()
@@ -264,9 +263,10 @@ def test_sigkill_mid_dense_store_then_the_same_command_gives_a_byte_identical_st
     run(dense_command(tiny_encoder_only, corpus, clean))
     out = tmp_path / "store"
     partial = tmp_path / "store.partial"
-    kill_when(dense_command(tiny_encoder_only, corpus, out), ready=lambda: (partial / "part-00000.npz").is_file(),
-              cleanup=lambda: shutil.rmtree(out))
-    assert not out.exists() and 1 <= len(json.loads((partial / "progress.json").read_text())["parts"]) < 16
+    kill_at_part(dense_command(tiny_encoder_only, corpus, out), part=2)
+    assert not out.exists() and sorted(json.loads((partial / "progress.json").read_text())["parts"], key=int) == ["0", "1"]
+    assert sorted(p.name for p in partial.glob("part-*")) == ["part-00000.npz", "part-00001.npz"]
+    assert [p.stat().st_size > 0 for p in partial.glob("*.tmp")] == [True]  # the third, half written aside
 
     run(dense_command(tiny_encoder_only, corpus, out))
     made, expected = files_of(out), files_of(clean)
@@ -359,7 +359,7 @@ def test_a_damaged_shard_is_reported_and_written_again(tmp_path, caplog):
 
 
 def test_a_damaged_store_part_is_reported_and_written_again(tmp_path, caplog):
-    pytest.importorskip("faiss")
+    import faiss  # noqa: F401  pinned (faiss-cpu): a broken install fails, not skips
     from lsr_pyserini.stores.dense import DenseStoreWriter
 
     vectors = np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32)

@@ -136,45 +136,37 @@ def default_sigint() -> None:
 
 
 def test_ctrl_c_keeps_complete_shards_and_the_same_command_resumes(tiny_preset, tmp_path):
-    import shutil
-    import signal
     import subprocess
     import sys
-    import time
 
-    from conftest import REPO
+    from conftest import REPO, interrupt_paused, start_paused_at_part
 
     corpus = tmp_path / "big.jsonl"
     words = (SAMPLE / "corpus.jsonl").read_text().split()
     corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": " ".join(words[i % 50:i % 50 + 60])}) + "\n"
-                              for i in range(3000)))
+                              for i in range(600)))
     out = tmp_path / "vectors"
     command = [sys.executable, "-m", "lsr_pyserini.encode", "corpus", "--encoder", str(tiny_preset),
                "--input", str(corpus), "--output", str(out), "--shard-size", "100", "--quiet"]
-    for _attempt in range(3):  # on a starved machine the whole run may end before this loop looks again
-        # the child must receive SIGINT even when this process blocks or ignores it (an in-process JVM
-        # started by an earlier test may leave SIGINT blocked in the mask that children inherit)
-        process = subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
-        deadline = time.time() + 600  # a loaded machine may take minutes to start torch and write two shards
-        while not (out / "part-00001.jsonl").exists() and time.time() < deadline and process.poll() is None:
-            time.sleep(0.02)
-        if process.poll() is None:
-            break
-        process.communicate()
-        shutil.rmtree(out, ignore_errors=True)
-        manifest_path(out).unlink(missing_ok=True)
-    process.send_signal(signal.SIGINT)
+    # Ctrl-C in the middle of the third shard (stopped there: conftest.start_paused_at_part). The child
+    # must receive SIGINT even when this process blocks or ignores it (an in-process JVM started by an
+    # earlier test may leave SIGINT blocked in the mask that children inherit).
+    process = start_paused_at_part(command, 2, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    interrupt_paused(process)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
+    assert "interrupted: 200 of 600 documents are in complete shards" in stderr
     assert "run the same command again to resume" in stderr
     kept = sorted(p.name for p in out.iterdir())
-    assert 2 <= len(kept) < 30 and not (tmp_path / "vectors.partial").exists()
+    assert kept == ["part-00000.jsonl", "part-00001.jsonl"] and not (tmp_path / "vectors.partial").exists()
     for shard in kept:  # every shard left behind is complete
         assert len((out / shard).read_text().splitlines()) == 100
+    before = {shard: (out / shard).stat().st_ino for shard in kept}
 
     assert subprocess.run(command, cwd=REPO, capture_output=True).returncode == 0
+    assert {shard: (out / shard).stat().st_ino for shard in kept} == before  # resumed: not written again
     fresh = tmp_path / "fresh"
     fresh_command = command[:command.index("--output") + 1] + [str(fresh), "--shard-size", "100", "--quiet"]
     assert subprocess.run(fresh_command, cwd=REPO, capture_output=True).returncode == 0
     assert shard_records(out) == shard_records(fresh)
-    assert json.loads(manifest_path(out).read_text())["documents_written"] == 3000
+    assert json.loads(manifest_path(out).read_text())["documents_written"] == 600

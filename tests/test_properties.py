@@ -10,6 +10,7 @@ Fusion: each method of core/fusion.py keeps what the module's docstring promises
 import gzip
 import json
 import math
+import os
 import re
 
 import pytest
@@ -20,7 +21,13 @@ from lsr_pyserini.core.fusion import METHODS, fuse, normalise
 from lsr_pyserini.core.readers import CorpusCheck, InputError, read_corpus, read_qrels, read_queries, read_run
 from lsr_pyserini.train.data import read_teacher
 
+# Inherits the profile tests/conftest.py loads ("ci": derandomized, no example database), so every
+# run draws the same examples; no test here picks a seed of its own.
 PROPERTY = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def test_the_property_tests_draw_the_same_examples_every_run():
+    assert PROPERTY.derandomize == (os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci") and PROPERTY.database is None
 
 
 # ---------------------------------------------------------------- readers
