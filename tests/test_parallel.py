@@ -13,10 +13,8 @@ import itertools
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
