@@ -259,7 +259,8 @@ def test_sparseembed_frozen_encoder_stage_trains_on_cpu_the_golden_weights(tiny_
                                ["--freeze-encoder", "--fresh-heads", "--dim", "32", "--teacher", "TEACHER",
                                 "--contrastive-weight", "1", "--doc-max-length", "32"])
     assert cpu == default and default["model.safetensors"] == first["model.safetensors"]  # the encoder stayed
-    check_golden("devices.json", "train-sparseembed-frozen-weights", digests(default), per_kind=True)
+    # no golden digest: its base is a joint SparseEmbed run, whose last bits vary between runs
+    # (test above); one run matched the recording, the next did not
 
 
 @pytest.fixture(scope="module")
