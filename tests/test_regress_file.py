@@ -302,7 +302,7 @@ def test_regress_checks_margins_and_efficiency_end_to_end(tiny_collection):
 def test_regress_checks_this_cpu_kinds_value(tiny_collection):
     """regress reads this CPU's kind and checks its value: 0.6309 is inside the spread of the two
     kinds' values but misses this kind's."""
-    from lsr_pyserini.core.regression import cpu_kind
+    from lsr_pyserini.core.environment import cpu_kind
 
     this = cpu_kind()
     other = "other-DEFAULT" if this != "other-DEFAULT" else "AMD-AVX2"

@@ -62,6 +62,15 @@ def cpu_vendor() -> str:
     return VENDORS.get(cpuinfo_field("vendor_id") or "", "other")
 
 
+def cpu_kind() -> str:
+    """This CPU's kind, by what decides the bits of float kernels: the vendor and torch's kernel
+    capability (AMD-AVX2, Intel-AVX512, ...; ATEN_CPU_CAPABILITY lowers the latter). Regression
+    files give CPU-dependent figures per kind, and tests/golden keeps digests per kind."""
+    import torch
+
+    return f"{cpu_vendor()}-{torch.backends.cpu.get_cpu_capability()}"
+
+
 def torch_threads() -> int | None:
     """torch's intra-op thread count in this process; None when this process has not imported
     torch (a step that runs no model, such as `prepare`, is not made to load it)."""
@@ -79,6 +88,6 @@ def environment(threads: int | None = None, **extra) -> dict:
     torch = sys.modules.get("torch")
     if torch is not None:  # the kernels' vector width (AVX2, AVX512): it changes the sums' order too
         record["cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-        record["cpu_kind"] = f"{cpu_vendor()}-{record['cpu_capability']}"
+        record["cpu_kind"] = cpu_kind()
     record.update(extra)
     return record

@@ -16,7 +16,7 @@ from typing import Callable
 
 import yaml
 
-from .environment import environment
+from .environment import cpu_kind, environment
 from .errors import InputError
 from .evaluation import EFFICIENCY_FIGURES, METRICS, evaluate_run, format_table
 
@@ -242,16 +242,6 @@ def run_step(index: int, step: str, variables: dict[str, str], log_dir: Path, no
 
 def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:.6g}"
-
-
-def cpu_kind() -> str:
-    """This CPU's kind as a per-CPU value names it: vendor and torch's kernel capability
-    (AMD-AVX2, Intel-AVX512, ...)."""
-    import torch
-
-    from lsr_pyserini.core.environment import cpu_vendor
-
-    return f"{cpu_vendor()}-{torch.backends.cpu.get_cpu_capability()}"
 
 
 def expected_value(value, cpu: str | None) -> tuple[float, float, str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 from pathlib import Path
 
 import pytest
@@ -32,19 +31,13 @@ def cpu_flags() -> set[str]:
     return set()
 
 
-def cpu_kind(flags: set[str] | None = None) -> str:
-    """The widest float vector unit the kernels (ATen, MKL, oneDNN) may pick on this CPU, e.g.
-    "x86_64-avx2" (AMD Zen 1-3) or "x86_64-avx512" (Intel Xeon since Skylake-SP, AMD Zen 4)."""
-    flags = cpu_flags() if flags is None else flags
-    machine = platform.machine().lower()
-    if machine in ("x86_64", "amd64"):
-        for kind in ("avx512f", "avx2", "avx"):
-            if kind in flags:
-                return f"x86_64-{kind.removesuffix('f')}"
-        return "x86_64-sse"
-    if machine in ("aarch64", "arm64"):
-        return "aarch64-sve" if "sve" in flags else "aarch64-neon"
-    return machine or "unknown"
+def cpu_kind() -> str:
+    """The kind the recordings are kept by: the vendor and torch's kernel capability (AMD-AVX2,
+    Intel-AVX512, ...), as the regression files name it (lsr_pyserini.core.environment). MKL and
+    oneDNN pick their code paths by both."""
+    from lsr_pyserini.core.environment import cpu_kind as kind
+
+    return kind()
 
 
 def digest(data: bytes) -> str:
