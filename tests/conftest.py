@@ -342,10 +342,12 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 def start_paused_at_part(command: list[str], part: int, **popen) -> subprocess.Popen:
     """Start `command` (`[python, "-m", MODULE, *args]`) and return once it has stopped itself in
-    the middle of writing part `part` (see PAUSE_AT_PART); fails if it ends first."""
+    the middle of writing part `part` (see PAUSE_AT_PART); fails if it ends first. The child gets
+    SIGINT as a shell gives it (default_sigint) unless `popen` names another preexec_fn."""
     import time
 
     assert command[1] == "-m", command
+    popen.setdefault("preexec_fn", default_sigint)
     process = subprocess.Popen([command[0], "-c", PAUSE_AT_PART, str(part), *command[2:]], cwd=REPO, **popen)
     deadline = time.time() + 900  # only against a hang: the run waits stopped for the test, however slow
     while time.time() < deadline:
@@ -358,9 +360,37 @@ def start_paused_at_part(command: list[str], part: int, **popen) -> subprocess.P
     raise AssertionError(f"the run did not reach part {part} in 900 s")
 
 
-def interrupt_paused(process: subprocess.Popen) -> None:
-    """Ctrl-C a process stopped by start_paused_at_part: SIGINT stays pending until SIGCONT."""
+def default_sigint() -> None:
+    """In the child, before exec: SIGINT as a shell gives it (default action, not blocked), so that
+    Python installs its KeyboardInterrupt handler. A child inherits an ignored SIGINT and a blocked
+    mask: an in-process JVM or Ray started by an earlier test may leave either in a test worker."""
     import signal
 
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def sigint_state(pid: int) -> dict[str, str]:
+    """Whether process `pid` catches, ignores or (per thread) blocks SIGINT, from /proc."""
+    bit, state = 1 << (2 - 1), {}
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir()):
+        fields = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines() if ":\t" in line)
+        if not state:
+            state = {name: str(bool(int(fields[key], 16) & bit)) for name, key in
+                     (("caught", "SigCgt"), ("ignored", "SigIgn"))}
+            state["threads blocking it"] = 0
+        state["threads blocking it"] += bool(int(fields["SigBlk"], 16) & bit)
+        state["threads"] = state.get("threads", 0) + 1
+    return state
+
+
+def interrupt_paused(process: subprocess.Popen) -> None:
+    """Ctrl-C a process stopped by start_paused_at_part: SIGINT stays pending until SIGCONT. Fails,
+    naming the child's SIGINT state, when a Ctrl-C could not reach its Python handler."""
+    import signal
+
+    state = sigint_state(process.pid)
+    assert (state["caught"] == "True" and state["ignored"] == "False"
+            and state["threads blocking it"] < state["threads"]), f"the run cannot take a Ctrl-C: {state}"
     process.send_signal(signal.SIGINT)
     os.kill(process.pid, signal.SIGCONT)

@@ -128,13 +128,6 @@ def test_help_on_every_command():
         assert result.returncode == 0 and f"python -m lsr_pyserini.{tool}" in result.stdout, (tool, result.stderr)
 
 
-def default_sigint() -> None:
-    import signal
-
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_ctrl_c_keeps_complete_shards_and_the_same_command_resumes(tiny_preset, tmp_path):
     import subprocess
     import sys
@@ -148,10 +141,9 @@ def test_ctrl_c_keeps_complete_shards_and_the_same_command_resumes(tiny_preset, 
     out = tmp_path / "vectors"
     command = [sys.executable, "-m", "lsr_pyserini.encode", "corpus", "--encoder", str(tiny_preset),
                "--input", str(corpus), "--output", str(out), "--shard-size", "100", "--quiet"]
-    # Ctrl-C in the middle of the third shard (stopped there: conftest.start_paused_at_part). The child
-    # must receive SIGINT even when this process blocks or ignores it (an in-process JVM started by an
-    # earlier test may leave SIGINT blocked in the mask that children inherit).
-    process = start_paused_at_part(command, 2, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
+    # Ctrl-C in the middle of the third shard (stopped there: conftest.start_paused_at_part, which
+    # gives the child SIGINT as a shell does, whatever this process left in the mask it inherits)
+    process = start_paused_at_part(command, 2, stderr=subprocess.PIPE, text=True)
     interrupt_paused(process)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
