@@ -38,8 +38,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """The slow tests (real checkpoints and collections, minutes each) first, in their own order:
-    with `-n 2` (pytest-xdist, the README's test command) the two workers start on them while the
-    many short tests fill the gaps, instead of one long regression finishing last alone.
+    with `-n 2` (pytest-xdist, the README's test command) the workers take them right after the two
+    groups (xdist's loadgroup hands out the largest groups first) while the many short tests fill
+    the gaps, instead of one long regression finishing last alone.
 
     Then, under `--dist loadgroup`, each item marked `xdist_group(NAME)` gets the `@NAME` suffix on
     its node id that xdist's scheduler groups by. pytest-xdist 3.8 writes that suffix to
