@@ -68,6 +68,36 @@ def test_splade_pooling_without_the_full_logits_has_the_same_values_and_gradient
         assert float((g - e).norm()) <= 1e-4 * float(e.norm()) + 1e-6
 
 
+def test_take_rows_backward_repeats_at_two_threads_and_is_indexing_at_one():
+    """encoders/splade.take_rows: indexing's backward (`table[ids]`) adds a repeated row's gradients
+    in an order that varies between runs at 2 threads; the embedding lookup's does not, and gives
+    the bits indexing gives at 1 thread (docs/reproducibility.md)."""
+    from lsr_pyserini.encoders.splade import take_rows
+
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 500, (8, 256), generator=generator)  # many repeats
+    upstream = torch.randn(8, 256, 32, generator=generator)
+    weight_start = torch.randn(500, 32, generator=generator)
+    bias_start = torch.randn(500, generator=generator)
+
+    def gradients(pick, threads: int) -> torch.Tensor:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            weight, bias = weight_start.clone().requires_grad_(), bias_start.clone().requires_grad_()
+            ((pick(weight, ids) + pick(bias, ids).unsqueeze(-1)) * upstream).sum().backward()
+            return torch.cat([weight.grad.flatten(), bias.grad])
+        finally:
+            torch.set_num_threads(before)
+
+    indexing = gradients(lambda table, rows: table[rows], 1)
+    assert torch.equal(gradients(take_rows, 1), indexing)
+    assert all(torch.equal(gradients(take_rows, 2), indexing) for _ in range(10))
+    values = torch.arange(12.0).reshape(4, 3)
+    assert torch.equal(take_rows(values, torch.tensor([[3, 0], [3, 3]])), values[torch.tensor([[3, 0], [3, 3]])])
+    assert torch.equal(take_rows(values[:, 0], torch.tensor([2, 2, 1])), values[:, 0][torch.tensor([2, 2, 1])])
+
+
 def test_training_data_checks(tmp_path, negatives, caplog):
     data = TrainingData(str(QUERIES), str(QRELS), str(CORPUS), str(negatives))
     assert len(data) == 7

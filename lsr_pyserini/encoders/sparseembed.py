@@ -28,7 +28,7 @@ from ..core.quantize import Int8Projection, checked_quantize, projection_engine
 from ..core.quantize import describe as describe_quantize
 from .base import register
 from .base import SparseEncoder, SparseVector
-from .splade import VOCAB_SLICE, _HeadInput
+from .splade import VOCAB_SLICE, _HeadInput, take_rows
 
 HEADS_FILE = "sparseembed_heads.pt"
 DIMENSIONS = (16, 32, 64)
@@ -127,7 +127,7 @@ class SparseEmbedModel(torch.nn.Module):
                 best = torch.cat([logits(start).amax(dim=1) for start in range(0, weight.shape[0], VOCAB_SLICE)],
                                  dim=1)
                 ids = torch.topk(best + bias, min(int(top_k), weight.shape[0]), dim=1).indices  # B x k
-        chosen = torch.einsum("blh,bkh->blk", head_input, weight[ids]) + bias[ids].unsqueeze(1)
+        chosen = torch.einsum("blh,bkh->blk", head_input, take_rows(weight, ids)) + take_rows(bias, ids).unsqueeze(1)
         if padded:
             chosen = chosen.masked_fill(padding, float("-inf"))  # B x L x k
         weights = torch.log1p(torch.relu(chosen.amax(dim=1)))  # monotone: pool first

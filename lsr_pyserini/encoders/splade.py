@@ -39,6 +39,16 @@ class _HeadInput(Exception):
         self.hidden = hidden
 
 
+def take_rows(table: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """`table[ids]` (rows of a weight matrix; a vector's entries) with a backward that repeats bit
+    for bit: indexing's backward adds the repeated rows' gradients in an order that varies between
+    runs at 2 or more threads (torch 2.13 on CPU), an embedding lookup's adds them in the order the
+    ids come, as indexing does at one thread."""
+    if table.dim() == 1:
+        return torch.nn.functional.embedding(ids, table.unsqueeze(1)).squeeze(-1)
+    return torch.nn.functional.embedding(ids, table)
+
+
 def run_to_head(model, encoded) -> torch.Tensor:
     """The hidden states that feed the model's output-embedding layer (batch x length x hidden),
     with gradient when enabled; the vocabulary projection itself is not run."""

@@ -10,7 +10,7 @@ from ..core.devices import moved
 from ..core.hf import load_masked_lm, load_tokenizer, write_family
 from ..core.options import non_negative_float, non_negative_int, positive_int
 from ..core.presets import resolve_model
-from ..encoders.splade import VOCAB_SLICE, run_to_head
+from ..encoders.splade import VOCAB_SLICE, run_to_head, take_rows
 from .base import register
 from .data import Batch
 from .losses import contrastive_loss, flops, quadratic_warmup, with_margin_mse
@@ -70,7 +70,8 @@ class SpladeFamily(torch.nn.Module):
                 logits = (states @ weight[start:start + VOCAB_SLICE].T).masked_fill_(padding, float("-inf"))
                 maxima[:, start:start + VOCAB_SLICE], positions[:, start:start + VOCAB_SLICE] = logits.max(dim=1)
             rows, ids = torch.nonzero(maxima + bias > 0, as_tuple=True)
-        winning = (hidden[rows, positions[rows, ids]] * weight[ids]).sum(-1) + bias[ids]
+        at = rows * hidden.shape[1] + positions[rows, ids]  # each winning position in the B*L states
+        winning = (take_rows(hidden.flatten(0, 1), at) * take_rows(weight, ids)).sum(-1) + take_rows(bias, ids)
         return torch.zeros(batch, terms, dtype=winning.dtype, device=device).index_put((rows, ids), torch.log1p(torch.relu(winning)))
 
     def loss(self, batch: Batch, step: int):
