@@ -115,6 +115,7 @@ def splade_tiny() -> str:
     return resolve_model(encoder_settings("splade-tiny")["model"])
 
 
+@pytest.mark.golden
 def test_real_splade_tiny_fast_paths_answer_with_the_eager_float_vectors(splade_tiny, monkeypatch, two_threads):
     from transformers import AutoTokenizer
 
@@ -131,6 +132,7 @@ def test_real_splade_tiny_fast_paths_answer_with_the_eager_float_vectors(splade_
                  digests({"float32": b"".join(v.numpy().tobytes() for v in reference)}), per_kind=True)
 
 
+@pytest.mark.golden
 def test_real_minilm_traced_queries_equal_the_eager_float_vectors(monkeypatch):
     from lsr_pyserini.encoders.dense import TransformerDenseEncoder
 
@@ -208,6 +210,7 @@ def test_a_trace_that_differs_is_turned_off_and_the_eager_result_returned(monkey
     assert not wrong.enabled
 
 
+@pytest.mark.golden
 def test_the_packed_projection_gives_the_eager_maxima_bit_for_bit(two_threads):
     if not torch.backends.mkldnn.is_available():
         pytest.skip("this torch has no oneDNN")

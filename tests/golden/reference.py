@@ -70,7 +70,10 @@ def check(file: str, name: str, value, per_kind: bool) -> None:
             data["by_kind"].setdefault(kind, {})[name] = value
         else:
             data["any_kind"][name] = value
-        data["recorded"][kind] = json.loads(os.environ.get("LSR_GOLDEN_RECORDED", "{}"))
+        meta = json.loads(os.environ.get("LSR_GOLDEN_RECORDED", "{}"))
+        first = data["recorded"].setdefault(kind, meta)  # the kind's first recording names the commit and CPU
+        if first is not meta and {k: v for k, v in first.items() if k != "later"} != meta:
+            first.setdefault("later", {})[name] = meta  # a digest recorded since, by another commit or CPU
         (HERE / file).write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         return
     if per_kind:
