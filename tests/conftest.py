@@ -20,6 +20,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # test imports torch, so that the workers and every command they start inherit it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import torch  # noqa: E402  (after OMP_WAIT_POLICY, which torch's OpenMP reads once)
+
+START_THREADS = torch.get_num_threads()
+# The torch thread count the golden recordings were made at (tests/golden/README.md): trained
+# weights and MiniLM's floats differ between 1 and 2 threads.
+GOLDEN_THREADS = 2
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "lsr_pyserini" / "sample"
 SHARED_DATA = Path(os.environ.get("LSR_PYSERINI_DATA_ROOT", REPO.parent / "shared" / "data"))
@@ -126,7 +133,20 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.fixture(autouse=True)
+def torch_threads(request):
+    """Each test starts at torch's thread count of the session's start, a golden one (marker
+    `golden`) at the recordings' count. A command a test runs in process sets torch's count for the
+    whole process (`--threads N`): without this, it carried into the tests after it, and a worker
+    left at 1 thread trained other weights than the 2-thread recordings (9 golden tests failed in a
+    full session on an Intel Xeon, none alone)."""
+    torch.set_num_threads(GOLDEN_THREADS if request.node.get_closest_marker("golden") else START_THREADS)
+    yield
+    torch.set_num_threads(START_THREADS)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    _report_measured(terminalreporter, config)
     skips = _SESSION.get("skips", [])
     if not skips or not _is_controller(config):
         return
@@ -139,6 +159,24 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.line(f"error: {len(unlisted)} skips match no pattern of tests/{ALLOWED_SKIPS_FILE.name}: "
                               f"a skip there hides a failure (a pinned package that does not import, data "
                               f"that is not at ../shared/data); the session fails", red=True)
+
+
+def _report_measured(terminalreporter, config) -> None:
+    """The metrics each reproduction measured (tests/test_regressions.py records them as the user
+    property `measured`), under this CPU's kind: a CI log then holds the figures a regression file
+    needs to give a value for that kind."""
+    if not _is_controller(config):
+        return
+    measured = sorted((report.nodeid, value) for outcome in ("passed", "failed")
+                      for report in terminalreporter.stats.get(outcome, []) if getattr(report, "when", "") == "call"
+                      for name, value in getattr(report, "user_properties", []) if name == "measured")
+    if not measured:
+        return
+    from lsr_pyserini.core.environment import cpu_kind
+
+    terminalreporter.section(f"measured by the reproductions (CPU kind {cpu_kind()})")
+    for nodeid, value in measured:
+        terminalreporter.line(f"{nodeid.rpartition('[')[2].rstrip(']')}: {value}")
 
 
 def sample_vocabulary() -> list[str]:
