@@ -1,0 +1,126 @@
+"""Deliberate bugs that the tests must catch (a mutation check of the mended tests, docs/ci.md).
+
+Each case edits one place of a fresh worktree of HEAD, runs the tests that cover that place and
+expects them to fail; the worktree is restored after each case and removed at the end. Prints one
+JSON line a case and exits 1 if any case's tests passed. Not part of the test command (about 6
+minutes on 2 cores); run it after changing a test it names:
+
+    python tests/mutants.py            # every case
+    python tests/mutants.py 0 5        # some, by number (--list lists them)
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# (what the bug is, the file, the text replaced, its replacement, the tests that must fail)
+CASES = [
+ ("packed projection never answers", "lsr_pyserini/core/fastpath.py",
+  "        if verdict:\n            return self.logits(positions).amax(0)", "        if False:\n            return self.logits(positions).amax(0)",
+  ["tests/test_fastpath.py", "-k", "real_splade_tiny or packed_projection_gives"]),
+ ("packed projection answers 1e-6 off", "lsr_pyserini/core/fastpath.py",
+  "        if verdict:\n            return self.logits(positions).amax(0)", "        if verdict:\n            return self.logits(positions).amax(0) + 1e-6",
+  ["tests/test_fastpath.py", "-k", "real_splade_tiny"]),
+ ("trace never answers", "lsr_pyserini/core/fastpath.py",
+  "        return self.trace(input_ids)\n\n\nclass _quiet", "        return self.eager(encoded)\n\n\nclass _quiet",
+  ["tests/test_fastpath.py", "-k", "minilm or real_splade_tiny"]),
+ ("impacts truncated instead of rounded", "lsr_pyserini/core/writer.py",
+  "impact = int(round(weight * impact_scale))", "impact = int(weight * impact_scale)",
+  ["tests/test_devices.py", "-k", "golden_shards"]),
+ ("AdamW learning rate 0.1% high", "lsr_pyserini/train/loop.py",
+  "torch.optim.AdamW(groups, lr=lr,", "torch.optim.AdamW(groups, lr=lr * 1.001,",
+  ["tests/test_devices.py", "-k", "golden_weights and (splade or sparseembed)"]),
+ ("SPLADE max pooling scaled by 1.00001", "lsr_pyserini/encoders/splade.py",
+  "            out = torch.log1p(torch.relu(out + bias))\n", "            out = torch.log1p(torch.relu(out + bias)) * 1.00001\n",
+  ["tests/test_parity.py", "-k", "real_splade_tiny_equals_sentence_transformers"]),
+ ("packed query path without the bias", "lsr_pyserini/encoders/splade.py",
+  "self._query_projection()(hidden[0][mask[0]].float()) + bias))[None]", "self._query_projection()(hidden[0][mask[0]].float())))[None]",
+  ["tests/test_parity.py", "-k", "real_splade_tiny_queries_equal_pyserini"]),
+ ("a worker encodes its shard's last text as empty", "lsr_pyserini/core/parallel.py",
+  "    return _RECIPE.encode(texts)", "    return _RECIPE.encode(texts[:-1] + [''])",
+  ["tests/test_parallel.py", "-k", "real_splade_tiny"]),
+ ("int8 filter without its error bound", "lsr_pyserini/core/quantize.py",
+  "approx + self.bias + bound > threshold", "approx + self.bias > threshold",
+  ["tests/test_quantize.py", "-k", "real_splade_tiny_int8"]),
+ ("SPLADE weights depend on the thread count", "lsr_pyserini/encoders/splade.py",
+  "            out = torch.log1p(torch.relu(out + bias))\n", "            out = torch.log1p(torch.relu(out + bias)) * (1 + 0.01 * (torch.get_num_threads() - 1))\n",
+  ["tests/test_threads.py"]),
+ ("resume does not restore the random generators", "lsr_pyserini/train/loop.py",
+  "        _restore_rng(state, placement.device)", "        pass",
+  ["tests/test_train.py", "-k", "resume_is_exact"]),
+ ("README family figure off by 0.0001", "README.md",
+  "| 0.6685 |", "| 0.6686 |", ["tests/test_claims.py", "-k", "every_family_figure"]),
+ ("CI-tier tolerance widened past its margin", "eval/regressions/ci/splade-finetuned.yaml",
+  "tolerance: 0.002, tolerance_elsewhere: 0.005, above: {splade-tiny: 0.004", "tolerance: 0.005, tolerance_elsewhere: 0.005, above: {splade-tiny: 0.004",
+  ["tests/test_claims.py", "-k", "margin"]),
+ ("ties ordered by reversed docid", "lsr_pyserini/core/hits.py",
+  "key=lambda hit: (-hit[1], hit[0]))", "key=lambda hit: (-hit[1], hit[0][::-1]))",
+  ["tests/test_seismic.py"]),
+ ("the skip gate lets an unlisted skip pass", "tests/conftest.py",
+  "        session.exitstatus = pytest.ExitCode.TESTS_FAILED", "        pass",
+  ["tests/test_skip_gate.py"]),
+ ("hypothesis not derandomized", "tests/conftest.py",
+  'settings.register_profile("ci", derandomize=True,', 'settings.register_profile("ci", derandomize=False,',
+  ["tests/test_properties.py", "-k", "same_examples"]),
+ ("resume writes the kept shards again", "lsr_pyserini/core/writer.py",
+  "        if writer.is_complete(index):", "        if False and writer.is_complete(index):",
+  ["tests/test_durability.py", "tests/test_encode_cli.py", "-k", "sigkill_mid_encode or ctrl_c"]),
+ ("MRR cut at 1 instead of 10", "lsr_pyserini/core/evaluation.py",
+  '"-M", "10", "-m", "recip_rank"', '"-M", "1", "-m", "recip_rank"',
+  ["tests/test_pipeline.py", "-k", "demo"]),
+ ("take_rows picks by indexing", "lsr_pyserini/encoders/splade.py",
+  "    if table.dim() == 1:\n        return torch.nn.functional.embedding(ids, table.unsqueeze(1)).squeeze(-1)\n    return torch.nn.functional.embedding(ids, table)",
+  "    return table[ids]", ["tests/test_train.py", "-k", "take_rows"]),
+]
+
+
+def run_case(worktree: Path, case: tuple) -> dict:
+    name, path, old, new, tests = case
+    subprocess.run(["git", "checkout", "-q", "--", "."], cwd=worktree, check=True)
+    target = worktree / path
+    text = target.read_text()
+    if text.count(old) != 1:
+        return {"case": name, "error": f"{path}: the text to replace is found {text.count(old)} times"}
+    target.write_text(text.replace(old, new))
+    env = {**os.environ, "PYTHONPATH": str(worktree), "HF_HUB_OFFLINE": "1",
+           "LSR_PYSERINI_DATA_ROOT": os.environ.get("LSR_PYSERINI_DATA_ROOT", str(REPO.parent / "shared" / "data"))}
+    started = time.time()
+    # the worktree's package comes first: the current directory, and PYTHONPATH for the commands it starts
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:xdist", "-p", "no:cacheprovider",
+                             *tests], cwd=worktree, env=env, capture_output=True, text=True)
+    lines = result.stdout.splitlines()
+    return {"case": name, "tests": " ".join(tests), "caught": result.returncode == 1,
+            "summary": ([line for line in lines if " passed" in line or " failed" in line] or [""])[-1],
+            "first_error": next((line for line in lines if line.startswith("E ")), ""),
+            "seconds": round(time.time() - started)}
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--list"]:
+        for number, case in enumerate(CASES):
+            print(number, case[0])
+        return 0
+    chosen = [CASES[int(n)] for n in argv] if argv else CASES
+    missed = 0
+    with tempfile.TemporaryDirectory() as scratch:
+        worktree = Path(scratch) / "mutant"
+        subprocess.run(["git", "worktree", "add", "-q", "--detach", str(worktree), "HEAD"], cwd=REPO, check=True)
+        try:
+            for case in chosen:
+                outcome = run_case(worktree, case)
+                missed += not outcome.get("caught", False)
+                print(json.dumps(outcome), flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=REPO, check=False)
+    print(f"{len(chosen) - missed} of {len(chosen)} deliberate bugs caught")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
