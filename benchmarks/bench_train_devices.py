@@ -157,6 +157,12 @@ def main() -> None:
             "half": ["--device", device, "--dtype", args.half]}
     rows, failed = [], False
 
+    def record(row: dict) -> None:
+        """Keep a run's row, and say it at once on stderr: a run cut short (a time limit on a lent
+        GPU) still shows what finished; the table follows at the end."""
+        rows.append(row)
+        print(json.dumps(row, default=str), file=sys.stderr, flush=True)
+
     def train(name: str, family: str, flags: list) -> None:
         nonlocal failed
         reference = None
@@ -177,7 +183,7 @@ def main() -> None:
             else:
                 failed = True
                 row["error"] = (work / name / f"{run}.log").read_text().strip().splitlines()[-1:]
-            rows.append(row)
+            record(row)
 
     for name, family, flags in families(models, inputs):
         (work / name).mkdir(parents=True, exist_ok=True)
@@ -196,7 +202,7 @@ def main() -> None:
                  ssr / "embed.log")
     if not ok:
         failed = True
-        rows.append({"family": "ssr embed", "run": "reference", "ran": False,
+        record({"family": "ssr embed", "run": "reference", "ran": False,
                      "error": (ssr / "embed.log").read_text().strip().splitlines()[-1:]})
     else:
         fit = ["--latents", 512, "--k", 16, "--cls-latents", 64, "--cls-k", 8, "--steps", 100, "--cls-steps", 50,
@@ -212,7 +218,7 @@ def main() -> None:
             elif ok and reference is not None:
                 row["max_abs_weight_diff"] = max_difference(reference, weights(out))
             failed |= not ok
-            rows.append(row)
+            record(row)
             codes = ssr / f"codes-{run}"
             ok, seconds = tool(["lsr_pyserini.ssr", "index", "--model", ssr / "model-reference", "--tokens",
                                 ssr / "tokens", "--output", ssr / f"vectors-{run}", "--codes", codes, "--quiet",
@@ -221,7 +227,7 @@ def main() -> None:
             if ok and run != "reference":
                 row.update(code_difference(ssr / "codes-reference", codes))
             failed |= not ok
-            rows.append(row)
+            record(row)
         if (ssr / "model-reference" / "sae.safetensors").is_file():
             train("ssr", "ssr", ["--base", ssr / "model-reference", "--lr", "1e-3", "--distill-weight", 1])
             train("ssr-stored", "ssr", ["--base", ssr / "model-reference", "--tokens", ssr / "tokens", "--lr", "1e-3"])
