@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lsr_pyserini.core.presets import model_path  # noqa: E402
 from lsr_pyserini.core.readers import read_queries  # noqa: E402
-from lsr_pyserini.encoders.bm25aug import BM25AugEncoder, QueryAugmenter  # noqa: E402
-from lsr_pyserini.core.wordpiece_bm25 import check_index_tokenizer, pretokenize  # noqa: E402
+from lsr_pyserini.models.bm25aug.model import BM25AugEncoder, QueryAugmenter  # noqa: E402
+from lsr_pyserini.kernels.wordpiece_bm25 import check_index_tokenizer, pretokenize  # noqa: E402
 from lsr_pyserini.core.writer import quantize, query_line  # noqa: E402
 
 

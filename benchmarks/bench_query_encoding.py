@@ -54,7 +54,7 @@ def main() -> None:
     from lsr_pyserini import QueryEncoder
     from lsr_pyserini.core.environment import cpu_model
     from lsr_pyserini.core.readers import read_queries
-    from lsr_pyserini.encoders.dense import TransformerDenseEncoder
+    from lsr_pyserini.models.dense.encoder import TransformerDenseEncoder
 
     texts = [q.text for q in read_queries(args.queries)]
     warmup, texts = texts[:10], texts[: args.limit]

@@ -72,7 +72,7 @@ def main() -> None:
     qids = [q for q in first_stage if q in texts][: args.queries_limit + 1]
     timing = (texts, first_stage, qids)
     if args.codes:
-        from lsr_pyserini.core import jit
+        from lsr_pyserini.kernels import jit
 
         if not jit.enabled():
             print("note: compiled kernels are off (numba missing or LSR_PYSERINI_NUMBA=0): both SSR rows run numpy")
@@ -81,7 +81,7 @@ def main() -> None:
             compare(name, ssr.encode_queries, lambda query, docs, ssr=ssr: ssr.score_encoded(query, docs, compiled=False),
                     ssr.score_encoded, *timing)
         if jit.enabled():  # the compiled kernel's two ways to collect hits (this CPU takes the mask: yes/no)
-            from lsr_pyserini.rerankers.ssr import compiled_ssr_tok_scores, mask_collection
+            from lsr_pyserini.models.ssr.reranker import compiled_ssr_tok_scores, mask_collection
 
             def collect(by_mask):
                 return lambda query, docs: compiled_ssr_tok_scores(

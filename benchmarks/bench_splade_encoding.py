@@ -102,7 +102,7 @@ def main() -> None:
     print(f"{len(texts)} SciFact documents, max length {args.max_length}, batch {args.batch_size}, "
           f"torch threads {torch.get_num_threads()}")
 
-    from lsr_pyserini.core.batching import encode_in_length_order
+    from lsr_pyserini.core.length_order import encode_in_length_order
 
     ours_encoder = build_ours(args.max_length)
     ours, ours_s = timed(lambda t: encode_in_length_order(ours_encoder.encode_documents, t, args.batch_size),

@@ -26,13 +26,12 @@ from .core.hits import Hit, Run
 from .core.indexes import BM25, IMPACT, is_remote, lucene_index_kind
 from .core.options import checked, positive_int, probability
 from .encoders import build_encoder
-from .encoders.base import SparseEncoder
-from .encoders.query import (DEFAULT_ENCODER, NUMERIC_SETTINGS, AugmentedBm25Queries, DenseQueries, QueryEncoder,
-                             TextQueries, encoder_settings, is_bm25aug)
+from .models.base import SparseEncoder
+from .encoders.query import (DEFAULT_ENCODER, AugmentedBm25Queries, DenseQueries, QueryEncoder, TextQueries, encoder_settings, is_bm25aug)
 from .engines import available_engines, build_engine, check_engine
 
 __all__ = ["load_encoder", "encoder_settings", "QueryEncoder", "Searcher", "Hit", "DEFAULT_ENCODER",
-           "NUMERIC_SETTINGS", "choose_engine"]
+           "choose_engine"]
 IMPACT_ENGINES = ("lucene", "sharded", "seismic", "milvus")
 
 
@@ -151,7 +150,7 @@ class Searcher:
             interpolate = checked("interpolate", interpolate, probability)
         candidates = checked("candidates", candidates, positive_int)
         if bm25 is not None:
-            from .core.wordpiece_bm25 import bm25_check
+            from .kernels.wordpiece_bm25 import bm25_check
 
             bm25_check(*bm25)
         if engine is not None and engine not in available_engines():

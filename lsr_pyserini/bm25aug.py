@@ -34,9 +34,9 @@ from .core.options import positive_float, positive_int
 from .core.outputs import LUCENE_INDEX, QUERY_FILE, claim_output
 from .core.presets import model_path
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
-from .core.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, pretokenize, write_tokenizer_record
+from .kernels.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, pretokenize, write_tokenizer_record
 from .core.writer import SHARD_FOLDER, ShardWriter, write_corpus_shards
-from .encoders.bm25aug import LUCENE_MAX_CLAUSES, AugmentedQueries
+from .models.bm25aug.model import LUCENE_MAX_CLAUSES, AugmentedQueries
 
 
 def build_index(args) -> None:

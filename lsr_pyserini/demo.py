@@ -17,7 +17,7 @@ from pathlib import Path
 from .core.cli import note, run_main
 from .core.errors import InputError
 from .core.readers import read_corpus, read_queries, read_run
-from .core.regression import load_regression, regress, report, substitute
+from .regression import load_regression, regress, report, substitute
 
 SAMPLE_DIR = Path(__file__).resolve().parent / "sample"
 REGRESSION = SAMPLE_DIR / "sample-splade-tiny.yaml"

@@ -24,28 +24,22 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .encoders.query import QueryEncoder, encoder_settings
+from .encoders.query import QueryEncoder
 from .core.cli import QUIET_HELP, progress_bar, quiet_libraries, run_main, set_threads, warn
 from .core.devices import activate, add_device_args, current
 from .core.errors import InputError
 from .core.options import positive_float, positive_int, refuse_foreign
+from .core.settings import UNSET, Setting
+from .models.configs import resolve_settings as resolved_config
+from .models.registry import declared
 from .core.parallel import process_shards, ray_shards
 from .core.outputs import JSON_LINES, QUERY_FILE, claim_output
 from .core.presets import available_presets
-from .core.quantize import QUANTIZE_CHOICES
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
-from .core.writer import (
-    DEFAULT_SHARD_SIZE,
-    SHARD_FOLDER,
-    TOPIC_PATH_TRAPS,
-    ShardWriter,
-    WithDenseStore,
-    query_line,
-    write_corpus_shards,
-)
+from .core.writer import (DEFAULT_SHARD_SIZE, SHARD_FOLDER, TOPIC_PATH_TRAPS, ShardWriter, WithDenseStore, query_line, write_corpus_shards)
 from .encoders import build_encoder, families_reading, families_with_dense_side
-from .encoders.shards import CorpusShards, DenseShards
-from .encoders.dense import POOLINGS
+from .encoders.recipes import CorpusShards, DenseShards
+from .models.dense.config import SCHEMA as DENSE
 from .stores.dense import DENSE_STORE, DenseStoreWriter
 
 
@@ -53,27 +47,19 @@ def add_common_args(parser: argparse.ArgumentParser, side: str) -> None:
     parser.add_argument("--encoder", default="splade-tiny",
                         help=f"preset name or preset .yaml path (default: splade-tiny; available: "
                              f"{', '.join(available_presets())})")
-    parser.add_argument("--model", help="checkpoint folder or hub id replacing the preset's model")
     parser.add_argument("--input", required=True,
                         help="JSONL/JSONL.GZ file, BEIR folder or ir_datasets id" if side == "corpus"
                         else "qid<TAB>text TSV file or ir_datasets id")
-    parser.add_argument("--batch-size", type=positive_int,
-                        help="texts per forward pass (default: the preset's, else 32)" if side == "corpus" else
-                        "not used for queries: each query is encoded alone, so its impacts match Pyserini's "
-                        "one-query-per-call encoding (accepted for scripts written for documents)")
-    parser.add_argument("--max-length", type=positive_int,
-                        help=f"tokens kept per {'document' if side == 'corpus' else 'query'} "
-                             f"(default: the preset's {'doc' if side == 'corpus' else 'query'}_max_length)")
-    parser.add_argument("--top-k", type=positive_int,
-                        help="keep only the k largest weights per text (default: the preset's; none = all)")
-    parser.add_argument("--impact-scale", type=positive_float,
-                        help="integer impact = round(weight x scale) (default: the preset's, else 100)")
-    parser.add_argument("--pooling", choices=("max", "sum"), help="SPLADE pooling (default: the preset's)")
-    parser.add_argument("--chat-template", metavar="FILE",
-                        help="promptreps: Jinja chat template, for a tokenizer that has none (default: the tokenizer's)")
+    for flag, setting in setting_flags(side).items():  # each flag's type, choices and help: its declaration
+        families = ", ".join(families_reading(setting.name))
+        text = f"{setting.help} ({families})"
+        if flag == "--batch-size" and side == "queries":
+            text = ("not used for queries: each query is encoded alone, so its impacts match Pyserini's "
+                    "one-query-per-call encoding (accepted for scripts written for documents)")
+        setting.add_to(parser, flag, help=text, default=UNSET,
+                       default_text=f"the preset's or checkpoint's, else the family's ({setting.default})")
     add_device_args(parser, "encoder")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
-    add_quantize_arg(parser)
     parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)
 
 
@@ -138,13 +124,6 @@ def check_parallel_engine(args) -> None:
         import_ray()
 
 
-def add_quantize_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quantize", choices=QUANTIZE_CHOICES,
-                        help="int8: dynamic int8 inference on CPU (splade, sparseembed: the vocabulary projection, "
-                             "rescored exactly; tildev2 and dense: the transformer's Linear layers); recorded in the "
-                             "manifest (default: none = float32; see docs/quantization.md)")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.encode", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -167,9 +146,6 @@ def build_parser() -> argparse.ArgumentParser:
     queries.add_argument("--output", required=True, help="query TSV (qid<TAB>terms repeated by impact)")
     queries.add_argument("--float-weights", metavar="FILE.jsonl",
                          help="also write {\"id\", \"vector\": {term: float}} per query")
-    queries.add_argument("--query-mode", choices=("model", "tokenizer"),
-                         help="'tokenizer' = inference-free queries (default: the preset's)")
-    queries.add_argument("--query-weights", help="JSON {term: weight} table for --query-mode tokenizer")
     queries.add_argument("--overwrite", action="store_true",
                          help="replace an existing query file / --float-weights file (default: refuse)")
     dense = sub.add_parser("dense", help="encode documents into a dense store (faiss) for re-ranking and dense search")
@@ -177,35 +153,30 @@ def build_parser() -> argparse.ArgumentParser:
                        help="sentence-transformers or Hugging Face encoder: folder, hub id or python-package:PKG/DIR")
     dense.add_argument("--input", required=True, help="JSONL/JSONL.GZ file, BEIR folder or ir_datasets id")
     dense.add_argument("--output", required=True, help="store folder to create (STORE.partial/ while encoding)")
-    dense.add_argument("--pooling", choices=POOLINGS,
-                       help="cls or mean pooling (default: the sentence-transformers config's, else cls)")
-    dense.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=None,
-                       help="L2-normalise vectors (default: yes when the sentence-transformers folder has a "
-                            "Normalize module, else no)")
-    dense.add_argument("--max-length", type=positive_int,
-                       help="tokens kept per text (default: the model's max_seq_length, else min(positions, 512))")
-    dense.add_argument("--query-prefix", default="", help="text put before each query, e.g. 'query: ' (default: none)")
-    dense.add_argument("--doc-prefix", default="", help="text put before each document, e.g. 'passage: ' (default: none)")
-    dense.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default: 32)")
+    for setting in DENSE.settings:  # generated from the dense family's declarations
+        if setting.name != "model":
+            setting.add_to(dense, default=setting.default)
     dense.add_argument("--shard-size", type=positive_int, default=DEFAULT_SHARD_SIZE,
                        help=f"documents per part, the unit of resumption (default: {DEFAULT_SHARD_SIZE})")
     dense.add_argument("--overwrite", action="store_true",
                        help="replace an existing dense store (default: refuse; an interrupted run resumes)")
     add_device_args(dense, "encoder")
     dense.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
-    add_quantize_arg(dense)
     dense.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     add_parallel_args(dense)
     return parser
 
 
-def setting_flags(side: str) -> dict[str, str]:
-    """The preset setting each `encode corpus`/`encode queries` flag overrides."""
+def setting_flags(side: str) -> dict[str, Setting]:
+    """The declared setting each `encode corpus`/`encode queries` flag overrides (--max-length and
+    --top-k set the side's own)."""
     prefix = "doc" if side == "corpus" else "query"
-    return {"--model": "model", "--batch-size": "batch_size", "--max-length": f"{prefix}_max_length",
-            "--top-k": f"{prefix}_top_k", "--impact-scale": "impact_scale", "--pooling": "pooling",
-            "--query-mode": "query_mode", "--query-weights": "query_weights", "--chat-template": "chat_template",
-            "--quantize": "quantize"}
+    names = {"--model": "model", "--batch-size": "batch_size",
+             "--max-length": f"{prefix}_max_length", "--top-k": f"{prefix}_top_k", "--impact-scale": "impact_scale",
+             "--pooling": "pooling", "--chat-template": "chat_template", "--quantize": "quantize"}
+    if side == "queries":
+        names.update({"--query-mode": "query_mode", "--query-weights": "query_weights"})
+    return {flag: declared(name) for flag, name in names.items() if name}
 
 
 def resolve_settings(args) -> dict:
@@ -213,9 +184,9 @@ def resolve_settings(args) -> dict:
     family does not read (or --dense-store for one without a dense side) is refused, naming it."""
     if args.side == "dense":
         return {}
-    flags = setting_flags(args.side)
+    flags = {flag: setting.name for flag, setting in setting_flags(args.side).items()}
     given = {flag: getattr(args, flag[2:].replace("-", "_"), None) for flag in flags}
-    settings = encoder_settings(args.encoder, **{flags[flag]: value for flag, value in given.items()})
+    settings = resolved_config(args.encoder, {flags[flag]: value for flag, value in given.items()}, "flag")
     owners = {flag: families_reading(key) for flag, key in flags.items()}
     owners["--dense-store"] = families_with_dense_side()
     used = [flag for flag, value in given.items() if value is not None]
@@ -287,9 +258,8 @@ def encode_corpus(args, settings: dict) -> None:
 
 def encode_dense(args) -> None:
     claim_output(args.output, DENSE_STORE, args.overwrite)  # before the model loads
-    recipe = DenseShards({"model": args.model, "pooling": args.pooling, "normalize": args.normalize,
-                          "max_length": args.max_length, "query_prefix": args.query_prefix,
-                          "doc_prefix": args.doc_prefix, "quantize": args.quantize or "none"}, args.batch_size)
+    options = DENSE.complete({setting.name: getattr(args, setting.name) for setting in DENSE.settings}, "flag")
+    recipe = DenseShards({k: v for k, v in options.items() if k != "batch_size"}, options["batch_size"])
     encoder = recipe.load()  # here for its description; workers load their own
     check = checked_corpus(args.input)
     writer = DenseStoreWriter(args.output, {"encoder": encoder.describe(), "shard_size": args.shard_size,

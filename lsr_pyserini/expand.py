@@ -15,14 +15,14 @@ import argparse
 import json
 import sys
 
-from .core.batching import encode_in_length_order
+from .core.length_order import encode_in_length_order
 from .core.cli import QUIET_HELP, progress_bar, quiet_libraries, run_main
 from .core.devices import activate, add_device_args
 from .core.errors import InputError
 from .core.options import positive_int
 from .core.outputs import JSON_LINES, claim_output
 from .core.readers import CorpusCheck, read_corpus
-from .encoders.tilde import TildeModel
+from .models.tilde.model import TildeModel
 from .stores.tilde import PASSAGE_TERMS, TildeStoreWriter
 
 

@@ -155,7 +155,7 @@ def recorded_scoring(index: Path) -> tuple[str, str] | None:
     (core/indexes.py): INDEX.lsr.json beside it (every index `lucene index` builds), or `bm25aug
     index`'s INDEX/lsr_tokenizer.json (`--scoring bow`: impacts of 1; `bm25`: text); else None."""
     from .core.indexes import UNKNOWN, encoding_record, lucene_index_kind
-    from .core.wordpiece_bm25 import TOKENIZER_RECORD
+    from .core.indexes import TOKENIZER_RECORD
 
     try:
         kind = lucene_index_kind(index)

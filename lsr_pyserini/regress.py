@@ -78,7 +78,7 @@ from pathlib import Path
 from .core.cli import note, run_main
 from .core.evaluation import EFFICIENCY_FIGURES, METRICS
 from .core.options import positive_int
-from .core.regression import default_data_root, regress, report
+from .regression import default_data_root, regress, report
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,7 +17,7 @@ from .core.options import positive_int
 from .core.outputs import TREC_RUN, claim_output
 from .core.readers import InputError, read_queries
 from .core.writer import run_lines
-from .rerankers.dense import DenseReranker
+from .models.dense.reranker import DenseReranker
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,9 +15,7 @@ import torch.nn.functional as F
 from conftest import SAMPLE, error_lines, run_tool
 from lsr_pyserini.core.readers import InputError
 from lsr_pyserini.encoders import build_encoder
-from lsr_pyserini.encoders.bgem3 import (HYBRID_WEIGHTS, BgeM3Encoder, BgeM3Model, candidate_scores,
-                                         colbert_score, dense_score, hybrid_score, sparse_score,
-                                         term_for_piece)
+from lsr_pyserini.models.bgem3.encoder import HYBRID_WEIGHTS, BgeM3Encoder, BgeM3Model, candidate_scores, colbert_score, dense_score, hybrid_score, sparse_score, term_for_piece
 from lsr_pyserini.core.presets import load_preset
 from lsr_pyserini.core.writer import manifest_path, quantize
 
@@ -231,7 +229,7 @@ def test_bad_checkpoints_are_refused_with_the_file_named(tiny_bgem3, tiny_mlm, t
         BgeM3Model(str(no_colbert))
     with pytest.raises(InputError, match="a bert checkpoint, not a BGE-M3 one"):
         BgeM3Model(str(tiny_mlm))  # a SPLADE (BERT + MLM head) checkpoint
-    from lsr_pyserini.encoders.splade import SpladeEncoder
+    from lsr_pyserini.models.splade.encoder import SpladeEncoder
     with pytest.raises(InputError, match="has no masked-LM head"):
         SpladeEncoder(str(tiny_bgem3))  # and the other way round
 
@@ -383,7 +381,7 @@ def bert_body(tmp_path_factory):
 def test_training_scores_are_the_encoders_scores(body, bert_body, tiny_bgem3, tmp_path):
     """What training optimises is what the encoder and the re-ranker compute: each head's score
     matrix of the training family equals candidate_scores of the saved checkpoint."""
-    from lsr_pyserini.train.bgem3 import BgeM3Family
+    from lsr_pyserini.models.bgem3.training import BgeM3Family
 
     family = BgeM3Family(str(bert_body if body == "bert" else tiny_bgem3), training_args()).eval()
     batch = toy_batch()
@@ -406,7 +404,7 @@ def test_training_scores_are_the_encoders_scores(body, bert_body, tiny_bgem3, tm
 def test_training_loss_is_m3s_unified_loss(bert_body):
     """(L_dense + L_ensemble + 0.1 L_sparse + L_colbert) / 4 on scores / temperature, each the
     in-batch contrastive loss; self-distillation adds the ensemble as soft labels and halves."""
-    from lsr_pyserini.train.bgem3 import BgeM3Family
+    from lsr_pyserini.models.bgem3.training import BgeM3Family
 
     batch = toy_batch()
     family = BgeM3Family(str(bert_body), training_args(temperature=0.05)).eval()

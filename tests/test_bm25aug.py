@@ -11,7 +11,7 @@ import torch
 
 from conftest import SAMPLE, build_tiny_bert, run_tool
 from lsr_pyserini.core.readers import read_run
-from lsr_pyserini.core.wordpiece_bm25 import lucene_length
+from lsr_pyserini.kernels.wordpiece_bm25 import lucene_length
 
 SCALE = 100
 
@@ -47,7 +47,7 @@ def wordpiece_index(tmp_path_factory, tiny_body):
 @pytest.fixture(scope="module")
 def random_heads_model(tmp_path_factory, tiny_body):
     """A bm25aug checkpoint whose heads give visible augmentation and uneven term weights."""
-    from lsr_pyserini.encoders.bm25aug import QueryAugmenter
+    from lsr_pyserini.models.bm25aug.model import QueryAugmenter
 
     model = QueryAugmenter.load(str(tiny_body))
     torch.manual_seed(0)
@@ -69,8 +69,8 @@ def search(index, topics, output, *flags):
 def test_lucene_scores_equal_the_model_formula(tmp_path, capsys, tiny_body, wordpiece_index, random_heads_model):
     """Also shows that n repetitions of a term in a --pretokenized --bm25 query give it boost n."""
     from lsr_pyserini.core.readers import read_queries
-    from lsr_pyserini.encoders.bm25aug import QueryAugmenter
-    from lsr_pyserini.core.wordpiece_bm25 import CorpusVectors
+    from lsr_pyserini.models.bm25aug.model import QueryAugmenter
+    from lsr_pyserini.kernels.wordpiece_bm25 import CorpusVectors
 
     topics = tmp_path / "queries.tsv"
     assert command(capsys, "queries", "--model", random_heads_model, "--index", wordpiece_index,
@@ -195,7 +195,7 @@ def test_bad_input_stops_with_one_line(tmp_path, capsys, tiny_body, wordpiece_in
 
 
 def test_query_boosts_keep_the_largest_and_refuse_overflow():
-    from lsr_pyserini.encoders.bm25aug import query_boosts
+    from lsr_pyserini.models.bm25aug.model import query_boosts
     from lsr_pyserini.core.readers import InputError
 
     boosts, trimmed = query_boosts(["q"], [{"a": 0.031, "b": 0.02, "c": 0.004, "##d": 0.05}], 100, 10, 2)

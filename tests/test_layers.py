@@ -10,9 +10,9 @@ from conftest import REPO
 
 PACKAGE = REPO / "lsr_pyserini"
 # rank of each layer; a module may import only modules of its own rank or lower
-CORE, STORES, MODELS, USES_MODELS, ENGINES, API, SERVICE, COMMANDS = range(8)
+CORE, KERNELS, STORES, MODELS, USES_MODELS, ENGINES, API, SERVICE, COMMANDS = range(9)
 COMMAND_MODULES = {"encode", "prepare", "expand", "rerank", "fuse", "search_dense", "bm25aug", "evaluate",
-                   "regress", "demo", "lucene", "seismic", "milvus", "search", "jvm", "train.__main__", "ssr.__main__",
+                   "regress", "demo", "lucene", "seismic", "milvus", "search", "jvm", "train.__main__", "ssr",
                    "serve.__main__"}
 
 
@@ -21,9 +21,9 @@ def layer(module: str) -> int:
     if module in COMMAND_MODULES:
         return COMMANDS
     top = module.split(".")[0]
-    return {"core": CORE, "stores": STORES, "encoders": MODELS, "ssr": MODELS, "rerankers": USES_MODELS,
-            "train": USES_MODELS, "engines": ENGINES, "api": API, "": API, "sample": CORE,
-            "serve": SERVICE}[top]
+    return {"core": CORE, "kernels": KERNELS, "stores": STORES, "models": MODELS, "encoders": USES_MODELS,
+            "rerankers": USES_MODELS, "train": USES_MODELS, "engines": ENGINES, "api": API, "regression": API,
+            "": API, "sample": CORE, "serve": SERVICE}[top]
 
 
 def module_name(path: Path) -> str:

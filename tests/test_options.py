@@ -206,7 +206,7 @@ def test_every_numeric_option_of_every_command_has_a_type_of_core_options():
 def test_python_api_settings_go_through_the_same_types(tmp_path):
     import lsr_pyserini
     from lsr_pyserini.api import encoder_settings
-    from lsr_pyserini.encoders.bm25aug import AugmentedQueries
+    from lsr_pyserini.models.bm25aug.model import AugmentedQueries
     from lsr_pyserini.rerankers import reranker_options
 
     cases = [

@@ -119,7 +119,7 @@ def test_1000_scifact_documents_are_byte_identical_to_one_process(tiny_preset, l
 
 @pytest.fixture(scope="module")
 def sparseembed_model(tmp_path_factory, tiny_mlm) -> Path:
-    from lsr_pyserini.encoders.sparseembed import SparseEmbedModel
+    from lsr_pyserini.models.sparseembed.encoder import SparseEmbedModel
 
     folder = tmp_path_factory.mktemp("sparseembed") / "model"
     SparseEmbedModel(str(tiny_mlm), dim=16).save(folder)

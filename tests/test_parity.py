@@ -43,8 +43,8 @@ from test_bgem3 import build_tiny_bgem3
 from lsr_pyserini.api import QueryEncoder, load_encoder
 from lsr_pyserini.core.presets import load_preset
 from lsr_pyserini.core.writer import quantize as to_impacts
-from lsr_pyserini.encoders.bgem3 import BgeM3Model, candidate_scores, hybrid_score
-from lsr_pyserini.encoders.splade import SpladeEncoder
+from lsr_pyserini.models.bgem3.encoder import BgeM3Model, candidate_scores, hybrid_score
+from lsr_pyserini.models.splade.encoder import SpladeEncoder
 
 TOLERANCE = 1e-5
 HALF = {"float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -371,7 +371,7 @@ def real_splade(shared_data):
     import gzip
     import itertools
 
-    from lsr_pyserini.core.batching import encode_in_length_order
+    from lsr_pyserini.core.length_order import encode_in_length_order
     from lsr_pyserini.core.readers import document_text
 
     documents = [json.loads(line) for line in (SAMPLE / "corpus.jsonl").read_text().splitlines()]

@@ -10,7 +10,7 @@ import torch
 from conftest import LLAMA3_STYLE_TEMPLATE, SAMPLE, error_lines, run_tool
 from lsr_pyserini.core.fusion import interpolate
 from lsr_pyserini.core.readers import read_run
-from lsr_pyserini.encoders.promptreps import ASSISTANT_PREFIX, PromptRepsEncoder, escape_term
+from lsr_pyserini.models.promptreps.encoder import ASSISTANT_PREFIX, PromptRepsEncoder, escape_term
 
 TEXTS = ["Vitamin D and bone health: 100% of trials", "zinc",
          "Exercise reduces the risk of type 2 diabetes in adults who walk every day"]

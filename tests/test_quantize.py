@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import SAMPLE, error_lines, run_tool
-from lsr_pyserini.core.quantize import Int8Projection, quantize_linears
+from lsr_pyserini.kernels.int8 import Int8Projection, quantize_linears
 from lsr_pyserini.core.writer import quantize as to_impacts
 
 
@@ -83,7 +83,7 @@ def test_quantize_linears_replaces_every_linear():
 
 
 def test_int8_dense_store_is_flagged_and_rebuilds_int8_queries(tiny_encoder_only, tmp_path):
-    from lsr_pyserini.encoders.dense import build_dense_encoder
+    from lsr_pyserini.models.dense.encoder import build_dense_encoder
     from lsr_pyserini.stores.dense import DenseStore
 
     stores = {}
@@ -115,7 +115,7 @@ def test_an_index_of_int8_shards_is_flagged_beside_it(tmp_path):
 
 
 def test_sparseembed_int8_selects_the_float32_top_k(tiny_mlm):
-    from lsr_pyserini.encoders.sparseembed import SparseEmbedModel
+    from lsr_pyserini.models.sparseembed.encoder import SparseEmbedModel
 
     torch.manual_seed(0)  # the fresh heads' initial weights
     model = SparseEmbedModel(str(tiny_mlm), dim=16).eval()
@@ -143,7 +143,7 @@ def test_real_splade_tiny_int8_impacts_equal_float32(shared_data):
     import itertools
 
     from lsr_pyserini.api import QueryEncoder
-    from lsr_pyserini.core.batching import encode_in_length_order
+    from lsr_pyserini.core.length_order import encode_in_length_order
     from lsr_pyserini.core.presets import load_preset
     from lsr_pyserini.core.readers import document_text
     from lsr_pyserini.encoders import build_encoder
@@ -156,7 +156,7 @@ def test_real_splade_tiny_int8_impacts_equal_float32(shared_data):
                (shared_data / "scifact" / "queries.test.tsv").read_text(encoding="utf-8").splitlines()]
     settings = load_preset("splade-tiny")
     plain, int8 = build_encoder(settings), build_encoder({**settings, "quantize": "int8"})
-    assert int8.describe()["quantize"] == "int8" and int8._int8 is not None
+    assert int8.describe()["quantize"] == "int8" and int8.model._int8 is not None
 
     def compared(a_vectors, b_vectors) -> int:
         pairs = 0

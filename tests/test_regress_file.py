@@ -9,7 +9,7 @@ import yaml
 from conftest import REPO, run_tool
 from lsr_pyserini.core.errors import InputError
 from lsr_pyserini.core.evaluation import EFFICIENCY_FIGURES
-from lsr_pyserini.core.regression import check_expectations, load_regression, read_efficiency
+from lsr_pyserini.regression import check_expectations, load_regression, read_efficiency
 
 REGRESSION_FILES = sorted((REPO / "eval" / "regressions").glob("*.yaml")) + sorted(
     (REPO / "eval" / "regressions" / "ci").glob("*.yaml")) + [REPO / "lsr_pyserini" / "sample" / "sample-splade-tiny.yaml"]
@@ -326,7 +326,7 @@ def test_training_steps_run_with_the_files_thread_count_whatever_threads_says(ti
     import subprocess
 
     from lsr_pyserini import regress
-    from lsr_pyserini.core import regression
+    from lsr_pyserini. import regression
 
     spec = {"collection": tiny_collection.name, "train_threads": 1, "qrels": "{data}/qrels.test.trec",
             "steps": ["train splade --queries {data}/q.tsv --output {work}/model --threads {train_threads}",

@@ -6,8 +6,8 @@ and agree with the obvious per-document formula."""
 import numpy as np
 import pytest
 
-from lsr_pyserini.core.jit import lowest_bit
-from lsr_pyserini.rerankers.ssr import code_similarities, ssr_tok_scores, sum_of_max
+from lsr_pyserini.kernels.jit import lowest_bit
+from lsr_pyserini.models.ssr.reranker import code_similarities, ssr_tok_scores, sum_of_max
 
 
 def random_codes(rng, tokens, k, latents):
@@ -54,8 +54,8 @@ def test_ssr_tok_scores_equal_the_gathered_computation_bit_for_bit(seed):
 @pytest.mark.parametrize("by_mask", [False, True])
 @pytest.mark.parametrize("query_tokens", [1, 7, 8, 9, 20, 70])
 def test_compiled_ssr_tok_kernel_gives_the_numpy_kernels_bits_on_rows_read_in_place(query_tokens, by_mask):
-    from lsr_pyserini.core import jit
-    from lsr_pyserini.rerankers.ssr import compiled_ssr_tok_scores
+    from lsr_pyserini.kernels import jit
+    from lsr_pyserini.models.ssr.reranker import compiled_ssr_tok_scores
 
     if not jit.enabled():
         pytest.skip("numba is not installed (or LSR_PYSERINI_NUMBA=0): the numpy kernel runs")
@@ -85,8 +85,8 @@ def test_compiled_ssr_tok_kernel_gives_the_numpy_kernels_bits_on_rows_read_in_pl
 
 
 def test_compiled_ssr_tok_kernel_never_collects_by_mask_beyond_64_codes_a_token():
-    from lsr_pyserini.core import jit
-    from lsr_pyserini.rerankers.ssr import compiled_ssr_tok_scores
+    from lsr_pyserini.kernels import jit
+    from lsr_pyserini.models.ssr.reranker import compiled_ssr_tok_scores
 
     if not jit.enabled():
         pytest.skip("numba is not installed (or LSR_PYSERINI_NUMBA=0): the numpy kernel runs")
@@ -104,7 +104,7 @@ def test_compiled_ssr_tok_kernel_never_collects_by_mask_beyond_64_codes_a_token(
 
 @pytest.mark.parametrize("value", [1, 2, 12, 2**31, 2**63 + 2**40, 2**64 - 1])
 def test_lowest_bit_is_the_position_of_the_lowest_set_bit_in_python_and_compiled(value):
-    from lsr_pyserini.core import jit
+    from lsr_pyserini.kernels import jit
 
     expected = format(value, "b")[::-1].index("1")
     assert jit.lowest_bit(value) == expected
@@ -193,7 +193,7 @@ def test_sparseembed_scores_equal_the_previous_kernel_and_the_definition(tmp_pat
 @pytest.mark.parametrize("compiled", [True, False])
 def test_sparseembed_kernels_refuse_a_term_id_beyond_the_vocabulary(tmp_path, compiled):
     """Both paths stop with the same one-line error; neither reads outside the lookup table."""
-    from lsr_pyserini.core import jit
+    from lsr_pyserini.kernels import jit
     from lsr_pyserini.core.errors import InputError
     from lsr_pyserini.stores.sparseembed import SparseEmbedStore, SparseEmbedStoreWriter
 
@@ -216,7 +216,7 @@ def test_sparseembed_kernels_refuse_a_term_id_beyond_the_vocabulary(tmp_path, co
 
 
 def test_bgem3_sparse_scores_equal_the_python_sum(tmp_path):
-    from lsr_pyserini.rerankers.bgem3 import BgeM3Reranker
+    from lsr_pyserini.models.bgem3.reranker import BgeM3Reranker
     from lsr_pyserini.stores.dense import DenseStore, DenseStoreWriter
 
     rng = np.random.default_rng(0)
@@ -242,6 +242,6 @@ def test_bgem3_sparse_scores_equal_the_python_sum(tmp_path):
         python = [sum(query.get(int(i), 0.0) * float(w) for i, w in zip(*docs[d])) for d in candidates]
         assert fast.tolist() == python
         assert Scorer()._sparse(query, candidates, compiled=False).tolist() == python
-    from lsr_pyserini.core import jit
+    from lsr_pyserini.kernels import jit
 
     assert (Scorer()._compiled_sparse(shared, candidates) is None) == (not jit.enabled())

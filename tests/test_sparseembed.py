@@ -9,7 +9,7 @@ import torch
 
 from conftest import build_tiny_bert, run_tool
 from lsr_pyserini.core.readers import InputError, read_corpus
-from lsr_pyserini.encoders.sparseembed import SparseEmbedEncoder, SparseEmbedModel, embedding_scores
+from lsr_pyserini.models.sparseembed.encoder import SparseEmbedEncoder, SparseEmbedModel, embedding_scores
 from test_train import CORPUS, QRELS, QUERIES, negatives  # noqa: F401  (fixture: every sample document per query)
 
 
@@ -222,7 +222,7 @@ def test_refusals(trained, store, negatives, tmp_path, tiny_mlm, capsys):
 def family(base, **options):
     import argparse
 
-    from lsr_pyserini.train.sparseembed import SparseEmbedFamily, add_arguments
+    from lsr_pyserini.models.sparseembed.training import SparseEmbedFamily, add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -241,7 +241,7 @@ def a_batch(group_size=2):
 
 
 def test_contrastive_weight_adds_the_contrastive_loss_of_both_scores(trained):
-    from lsr_pyserini.train.losses import contrastive_loss
+    from lsr_pyserini.models.losses import contrastive_loss
 
     batch = a_batch()
     plain, mixed = family(trained, doc_max_length=48).eval(), family(trained, doc_max_length=48, contrastive_weight=2.5).eval()

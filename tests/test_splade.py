@@ -7,7 +7,7 @@ import torch
 
 from lsr_pyserini.core.readers import InputError
 from lsr_pyserini.encoders import build_encoder
-from lsr_pyserini.encoders.splade import SpladeEncoder
+from lsr_pyserini.models.splade.encoder import SpladeEncoder
 from lsr_pyserini.core.presets import available_presets, load_preset, resolve_model
 
 TEXTS = ["Vitamin D helps the intestine absorb calcium.",

@@ -38,7 +38,7 @@ def pipeline(tiny_encoder_only, tmp_path_factory):
 
 
 def test_topk_codes_shape_sparsity_and_unit_norm_decoder():
-    from lsr_pyserini.ssr.sae import SAETrainer, TopKSAE
+    from lsr_pyserini.models.ssr.sae import SAETrainer, TopKSAE
 
     torch.manual_seed(0)
     sae = TopKSAE(16, 48, 5)
@@ -86,7 +86,7 @@ def test_store_round_trip(tmp_path):
 
 
 def test_sum_of_max_and_code_similarities_match_dense_products():
-    from lsr_pyserini.rerankers.ssr import code_similarities, sum_of_max
+    from lsr_pyserini.models.ssr.reranker import code_similarities, sum_of_max
 
     rng = np.random.default_rng(1)
     latents, k = 30, 4
@@ -110,8 +110,8 @@ def direct_codes(sae, rows):
 
 
 def test_pseudo_terms_are_max_activations_and_queries_adapt_k(pipeline, tiny_encoder_only):
-    from lsr_pyserini.ssr.codes import query_terms
-    from lsr_pyserini.ssr.sae import SSRModel, adaptive_k
+    from lsr_pyserini.models.ssr.codes import query_terms
+    from lsr_pyserini.models.ssr.sae import SSRModel, adaptive_k
     from lsr_pyserini.stores.tokens import TokenRows
 
     model = SSRModel.load(str(pipeline / "model"))
@@ -156,8 +156,8 @@ def first_stage(pipeline):
 
 def test_ssr_and_maxsim_scores_equal_a_direct_computation(pipeline, first_stage, tiny_encoder_only, tmp_path):
     from lsr_pyserini.core.readers import read_queries, read_run
-    from lsr_pyserini.ssr.backbone import TokenEncoder
-    from lsr_pyserini.ssr.sae import SSRModel
+    from lsr_pyserini.models.ssr.backbone import TokenEncoder
+    from lsr_pyserini.models.ssr.sae import SSRModel
     from lsr_pyserini.stores.tokens import TokenRows
 
     run = read_run(str(first_stage))
@@ -252,7 +252,7 @@ def test_preset_without_model_and_help(capsys):
 
 
 def test_training_score_is_the_code_late_interaction():
-    from lsr_pyserini.train.ssr import late_interaction
+    from lsr_pyserini.models.ssr.training import late_interaction
 
     rng = np.random.default_rng(2)
     latents, k = 20, 3
@@ -268,7 +268,7 @@ def test_training_score_is_the_code_late_interaction():
 
 
 def test_distillation_teacher_is_the_dense_maxsim_of_kept_tokens():
-    from lsr_pyserini.train.ssr import dense_maxsim
+    from lsr_pyserini.models.ssr.training import dense_maxsim
 
     rng = np.random.default_rng(3)
     queries, documents = torch.as_tensor(rng.normal(size=(2, 4, 6)), dtype=torch.float32), \
@@ -286,7 +286,7 @@ def test_distillation_teacher_is_the_dense_maxsim_of_kept_tokens():
 
 
 def test_supervised_fine_tuning_writes_a_usable_model(pipeline, first_stage, tmp_path):
-    from lsr_pyserini.ssr.sae import SSRModel
+    from lsr_pyserini.models.ssr.sae import SSRModel
 
     in_process("train", "ssr", "--base", pipeline / "model", "--queries", SAMPLE / "queries.test.tsv", "--qrels",
                SAMPLE / "qrels.test.trec", "--corpus", SAMPLE / "corpus.jsonl", "--negatives", first_stage, "--output",

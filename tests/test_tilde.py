@@ -126,7 +126,7 @@ def test_training_ql_scores_are_the_rerankers(tilde_model):
     """`train tilde --ranking-weight` ranks with the TILDE-QL scores the re-ranker computes."""
     from argparse import Namespace
 
-    from lsr_pyserini.train.tilde import TildeFamily
+    from lsr_pyserini.models.tilde.training import TildeFamily
 
     family = TildeFamily(str(tilde_model), Namespace(doc_max_length=DOC_MAX_LENGTH, query_max_length=64)).eval()
     with torch.no_grad():

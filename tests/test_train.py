@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from conftest import SAMPLE, error_lines, run_tool
 from lsr_pyserini.core.errors import Interrupted
 from lsr_pyserini.core.readers import InputError
-from lsr_pyserini.train import losses
+from lsr_pyserini.models import losses
 from lsr_pyserini.train.data import TrainingData
 
 QUERIES, QRELS, CORPUS = SAMPLE / "queries.test.tsv", SAMPLE / "qrels.test.trec", SAMPLE / "corpus.jsonl"
@@ -39,7 +39,7 @@ def test_losses_match_their_definitions():
 
 
 def test_splade_pooling_without_the_full_logits_has_the_same_values_and_gradients(tiny_mlm):
-    from lsr_pyserini.train.splade import SpladeFamily
+    from lsr_pyserini.models.splade.training import SpladeFamily
 
     family = SpladeFamily(str(tiny_mlm), Namespace(doc_max_length=32, query_max_length=8))
     texts = ["vitamin d and calcium absorption", "bm25", "the intestine absorbs calcium when vitamin d is present"]
@@ -72,7 +72,7 @@ def test_take_rows_backward_repeats_at_two_threads_and_is_indexing_at_one():
     """encoders/splade.take_rows: indexing's backward (`table[ids]`) adds a repeated row's gradients
     in an order that varies between runs at 2 threads; the embedding lookup's does not, and gives
     the bits indexing gives at 1 thread (docs/reproducibility.md)."""
-    from lsr_pyserini.encoders.splade import take_rows
+    from lsr_pyserini.models.splade.encoder import take_rows
 
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 500, (8, 256), generator=generator)  # many repeats
@@ -137,7 +137,7 @@ def test_teacher_scores_from_lines_or_a_trec_run_scaled(tmp_path, negatives):
 
 
 def test_balanced_biqdl_weighs_present_and_absent_terms_alike(tiny_mlm):
-    from lsr_pyserini.train.tilde import TildeFamily
+    from lsr_pyserini.models.tilde.training import TildeFamily
 
     args = Namespace(doc_max_length=32, query_max_length=8, balanced=True)
     family = TildeFamily(str(tiny_mlm), args)
@@ -193,7 +193,7 @@ def test_same_seed_same_model_and_resume_is_exact(tiny_mlm, negatives, tmp_path,
     import signal
 
     from lsr_pyserini.train.loop import train
-    from lsr_pyserini.train.splade import SpladeFamily
+    from lsr_pyserini.models.splade.training import SpladeFamily
 
     args = Namespace(doc_max_length=16, query_max_length=8, lambda_d=1e-3, lambda_q=1e-3,
                      flops_warmup_steps=2, margin_mse_weight=1.0)
@@ -251,7 +251,7 @@ def test_tilde_biqdl_expansion_and_tildev2(tiny_mlm, negatives, tmp_path):
     result = run_tool("expand", "--model", tmp_path / "tilde", "--input", CORPUS, "--output", expanded,
                       "--top-m", "40")
     assert result.returncode == 0, result.stderr
-    from lsr_pyserini.encoders.tilde import STOPWORDS
+    from lsr_pyserini.models.tilde.model import STOPWORDS
 
     originals = {json.loads(l)["_id"]: json.loads(l) for l in CORPUS.read_text().splitlines()}
     for line in expanded.read_text().splitlines():
@@ -277,7 +277,7 @@ def test_tilde_biqdl_expansion_and_tildev2(tiny_mlm, negatives, tmp_path):
 
 def test_zero_steps_save_the_starting_model(tiny_mlm, negatives, tmp_path):
     """`--max-steps 0`: the base saved untrained with the family's fresh head (an untrained baseline)."""
-    from lsr_pyserini.encoders.tildev2 import TildeV2Model
+    from lsr_pyserini.models.tildev2.encoder import TildeV2Model
 
     result = train_cli("tildev2", tiny_mlm, tmp_path / "t0", negatives, "--max-steps", "0", "--doc-max-length", "32")
     assert result.returncode == 0, result.stderr
@@ -290,8 +290,8 @@ def test_zero_steps_save_the_starting_model(tiny_mlm, negatives, tmp_path):
 def test_tildev2_with_bm25_prior_weights_scores_exactly_wordpiece_bm25(tiny_mlm):
     from transformers import AutoTokenizer
 
-    from lsr_pyserini.train.tildev2 import bm25_prior, exact_match_scores
-    from lsr_pyserini.core.wordpiece_bm25 import CorpusVectors
+    from lsr_pyserini.models.tildev2.training import bm25_prior, exact_match_scores
+    from lsr_pyserini.kernels.wordpiece_bm25 import CorpusVectors
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_mlm)
     vectors = CorpusVectors(str(CORPUS), tokenizer, 0.9, 0.4, bm25=True)
@@ -312,9 +312,9 @@ def test_tildev2_with_bm25_prior_weights_scores_exactly_wordpiece_bm25(tiny_mlm)
 def test_tildev2_head_fitted_to_bm25_by_least_squares(tiny_mlm):
     from transformers import AutoTokenizer
 
-    from lsr_pyserini.encoders.tildev2 import TildeV2Model
-    from lsr_pyserini.train.tildev2 import fit_head_to_bm25
-    from lsr_pyserini.core.wordpiece_bm25 import CorpusVectors
+    from lsr_pyserini.models.tildev2.encoder import TildeV2Model
+    from lsr_pyserini.models.tildev2.training import fit_head_to_bm25
+    from lsr_pyserini.kernels.wordpiece_bm25 import CorpusVectors
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_mlm)
     model = TildeV2Model.from_pretrained(str(tiny_mlm), require_head=False).eval()  # no dropout when comparing
@@ -336,8 +336,8 @@ def test_tildev2_head_fitted_to_bm25_by_least_squares(tiny_mlm):
 
 
 def test_exact_match_scores_and_tildev2_vectors(tiny_mlm, tmp_path):
-    from lsr_pyserini.encoders.tildev2 import TildeV2Encoder, TildeV2Model, document_vectors
-    from lsr_pyserini.train.tildev2 import exact_match_scores
+    from lsr_pyserini.models.tildev2.encoder import TildeV2Encoder, TildeV2Model, document_vectors
+    from lsr_pyserini.models.tildev2.training import exact_match_scores
 
     query_ids = torch.tensor([[5, 7, 0]])
     query_mask = torch.tensor([[1.0, 1.0, 0.0]])

@@ -1,6 +1,6 @@
 """Hugging Face loading shared by every model family: tokenizers, models with a one-line error for a
-bad checkpoint, and the family marker (`lsr_family.json`) a checkpoint trained here carries, so a
-checkpoint trained for one family is refused by another."""
+bad checkpoint, and the family marker (`lsr_family.json`) a checkpoint trained here carries: its
+family (a checkpoint trained for one family is refused by another) and its full config."""
 from __future__ import annotations
 
 import json
@@ -38,6 +38,14 @@ def check_family(path: str, expected: str) -> None:
 
 def write_family(path, family: str, **details) -> None:
     (Path(path) / FAMILY_FILE).write_text(json.dumps({"family": family, **details}, indent=2) + "\n")
+
+
+def write_config(path, family: str, config: dict) -> None:
+    """Record a checkpoint's full config in its family marker (`config`: every setting of the family's
+    schema but the model, which is the folder itself), keeping what the family wrote there."""
+    marker = read_family(path)
+    settings = {k: v for k, v in config.items() if k not in ("model", "family", "name")}
+    write_family(path, family, **{k: v for k, v in marker.items() if k not in ("family", "config")}, config=settings)
 
 
 def load_quietly(loader, path: str, what: str, **kwargs):

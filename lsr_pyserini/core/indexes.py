@@ -21,6 +21,7 @@ from .outputs import LUCENE_INDEX
 
 ENCODING_RECORD = ".lsr.json"  # INDEX.lsr.json, beside the index: Lucene's folder holds Lucene's files only
 IMPACT, BM25, UNKNOWN = "impact", "bm25", "unknown"
+TOKENIZER_RECORD = "lsr_tokenizer.json"  # a WordPiece BM25 index's tokenizer (kernels/wordpiece_bm25.py)
 
 
 def is_remote(index: str | Path) -> bool:
@@ -60,7 +61,6 @@ def lucene_index_kind(index: str | Path) -> str:
     if record is not None:
         kind = record.get("kind", IMPACT if record.get("shards_manifest") else UNKNOWN)
         return kind if kind in (IMPACT, BM25) else UNKNOWN
-    from .wordpiece_bm25 import TOKENIZER_RECORD  # here: that module imports torch
 
     tokenizer = folder / TOKENIZER_RECORD
     if tokenizer.is_file():

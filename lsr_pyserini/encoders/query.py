@@ -15,39 +15,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.batching import encode_in_length_order
+from ..core.length_order import encode_in_length_order
 from ..core.errors import InputError
-from ..core.hf import read_family
-from ..core.options import checked, positive_float, positive_int
-from ..core.presets import checked_preset, load_preset
+from ..core.options import checked, positive_int
+from ..models.configs import resolve_settings
+from ..models.dense.queries import DenseQueries  # noqa: F401  (the dense query side, with the others)
+from ..models.settings import QUERY_MAX_LENGTH
 from ..core.writer import quantize
 from . import build_encoder
-from .base import SparseVector
+from ..models.base import SparseVector
 
 DEFAULT_ENCODER = "splade-tiny"
-# the numeric settings and their types: the same as the `encode` flags that set them
-NUMERIC_SETTINGS = {"batch_size": positive_int, "doc_max_length": positive_int, "query_max_length": positive_int,
-                    "doc_top_k": positive_int, "query_top_k": positive_int, "impact_scale": positive_float,
-                    "query_impact_scale": positive_float}
 IMPACTS, TEXT, VECTOR = "impacts", "text", "vector"  # what each query side makes (engines/base.py)
 
 
 def encoder_settings(name_or_path: str = DEFAULT_ENCODER, **overrides) -> dict:
-    """A preset's settings (a preset name, a preset .yaml, or a checkpoint folder trained here)
-    with `overrides` applied where not None, checked, and with the writer's defaults."""
-    folder = Path(name_or_path)
-    if folder.is_dir():
-        family = read_family(folder).get("family", "splade")
-        settings = {"family": family, "model": str(folder), "name": folder.name}
-    else:
-        settings = checked_preset(load_preset(name_or_path), model_overridden=overrides.get("model") is not None)
-    settings.update({k: v for k, v in overrides.items() if v is not None})
-    for key, kind in NUMERIC_SETTINGS.items():
-        if settings.get(key) is not None:
-            settings[key] = checked(key, settings[key], kind)
-    settings.setdefault("impact_scale", 100)
-    settings.setdefault("batch_size", 32)
-    return settings
+    """The complete config of a preset name, a preset .yaml, or a checkpoint folder trained here,
+    with `overrides` applied where not None, checked against the family's settings
+    (`models/configs.py`)."""
+    return resolve_settings(name_or_path, overrides)
 
 
 class QueryEncoder:
@@ -106,7 +92,7 @@ class QueryEncoder:
         comparison with the eager product: about 0.25 s a length for SPLADE-tiny on a Zen 3 EPYC)
         is done before a service's first request; returns the lengths warmed. The impacts of any
         later query are the same as without it: the fast paths keep eager numbers."""
-        longest = int(self.settings.get("query_max_length") or 64)
+        longest = int(self.settings.get("query_max_length") or QUERY_MAX_LENGTH.default)
         self.batch_encode([" ".join(["a"] * words) for words in range(1, longest - 1)])
         return longest - 2
 
@@ -125,7 +111,7 @@ class AugmentedBm25Queries:
     pretokenized = True
 
     def __init__(self, settings: dict, index: str, options: dict):
-        from .bm25aug import AugmentedQueries
+        from ..models.bm25aug.model import AugmentedQueries
 
         self.augmented = AugmentedQueries(settings["model"], index, **options)
 
@@ -137,37 +123,6 @@ class AugmentedBm25Queries:
         pairs = list(zip(qids, texts))
         self.augmented.check_searchable(pairs, "queries")
         return self.augmented.boosts(pairs)[0]
-
-
-class DenseQueries:
-    """Query vectors for a dense store, encoded as its documents were (in batches of `batch_size`,
-    in length order, as `search_dense` and the dense re-ranker encode them)."""
-
-    makes = VECTOR
-
-    def __init__(self, store: str, model: str | None = None, batch_size: int = 32, chat_template: str | None = None):
-        import threading
-
-        from ..stores.dense import DenseStore
-
-        self.store = DenseStore(store)
-        self.batch_size = checked("batch_size", batch_size, positive_int)
-        self.overrides = {"model": model}
-        if self.store.encoder_settings.get("family") == "promptreps":
-            self.overrides["chat_template"] = chat_template
-        self._encoder, self._lock = None, threading.Lock()
-
-    @property
-    def encoder(self):
-        with self._lock:  # built once, on first use, whichever thread asks first
-            if self._encoder is None:
-                from .dense import build_dense_encoder
-
-                self._encoder = build_dense_encoder(self.store.encoder_settings, self.overrides)
-            return self._encoder
-
-    def queries(self, qids: list[str], texts: list[str]) -> list:
-        return encode_in_length_order(self.encoder.encode_queries, list(texts), self.batch_size)
 
 
 def is_bm25aug(settings: dict | None) -> bool:

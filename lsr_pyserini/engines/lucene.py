@@ -219,7 +219,7 @@ class Bm25Engine(Engine):
 
     def __init__(self, index: str, k1: float = PYSERINI_BM25[0], b: float = PYSERINI_BM25[1],
                  pretokenized: bool = False):
-        from ..core.wordpiece_bm25 import bm25_check
+        from ..kernels.wordpiece_bm25 import bm25_check
 
         bm25_check(k1, b)
         self.path, self.k1, self.b, self.pretokenized = str(index), float(k1), float(b), bool(pretokenized)

@@ -13,10 +13,11 @@ from ..core.fusion import interpolate as interpolate_runs
 from ..core.fusion import sort_ranking
 from ..core.hits import Run
 from ..core.options import checked, refuse_foreign
-from .base import OPTIONS, RERANKERS, Option, Reranker, register
+from ..models.base import Option, Reranker
+from ..models.registry import RERANKER_OPTIONS as OPTIONS
+from ..models.registry import RERANKERS, load_families
 
-def _load_families() -> None:
-    from . import bgem3, dense, promptreps, sparseembed, ssr, tilde  # noqa: F401  (register their names)
+_load_families = load_families
 
 
 def available_rerankers() -> list[str]:
@@ -98,4 +99,4 @@ def rerank(reranker: Reranker, first_stage: Run, texts: dict[str, str], interpol
 
 
 __all__ = ["Reranker", "Option", "build_reranker", "available_rerankers", "add_reranker_options",
-           "reranker_options", "candidates_of", "check_candidates", "rerank", "register", "RERANKERS"]
+           "reranker_options", "candidates_of", "check_candidates", "rerank", "RERANKERS"]

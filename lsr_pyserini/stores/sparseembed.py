@@ -253,7 +253,7 @@ class SparseEmbedStore:
     def _compiled_shared_terms(self, query_terms, starts, ends):
         """(owner, slot, embeddings) of the candidates' terms the query shares, in candidate and
         stored order, as the numpy path finds them; None where `core.jit` runs no compiled kernel."""
-        from ..core.jit import compiled, half_to_float
+        from ..kernels.jit import compiled, half_to_float
 
         find, unpack = compiled(shared_term_positions), compiled(unpack_embeddings)
         if find is None or unpack is None:

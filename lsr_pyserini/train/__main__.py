@@ -17,16 +17,10 @@ import sys
 
 from ..core.cli import QUIET_HELP, quiet_libraries, run_main, set_threads
 from ..core.devices import activate, add_device_args
-from ..core.options import (
-    int_in,
-    non_negative_int,
-    positive_float,
-    positive_int,
-    probability,
-    random_seed,
-    refuse_foreign,
-)
-from ..core.presets import preset_model
+from ..core.options import (int_in, non_negative_int, positive_float, positive_int, probability, random_seed, refuse_foreign)
+from ..core.settings import UNSET
+from ..models.configs import base_settings
+from ..models.registry import schema_of
 from . import load_families
 from .data import TrainingData
 from .loop import claim_training_output, seed_everything, train
@@ -74,8 +68,33 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
         p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
         add_device_args(p, "training steps")
-        builder.add_arguments(p)
+        add_family_flags(p, family, builder)
     return parser
+
+
+def add_family_flags(parser: argparse.ArgumentParser, family: str, builder) -> None:
+    """The family's flags, generated from its declarations: the model settings it takes (defaults:
+    the base's, recorded in the trained checkpoint) and its training options."""
+    group = parser.add_argument_group(f"{family} model settings (default: the base's when it is a {family} preset "
+                                      f"or checkpoint, else the family's; saved with the checkpoint)")
+    schema = schema_of(family)
+    for name in builder.model_settings:
+        setting = schema[name]
+        setting.add_to(group, default=UNSET, default_text=f"the base's, else {setting.default}")
+    options = parser.add_argument_group(f"{family} training options")
+    for setting in builder.schema.settings:
+        setting.add_to(options, default=setting.default)
+
+
+def model_config(family: str, builder, args) -> dict:
+    """The trained model's settings: the base's (or the family's defaults) with the model-setting
+    flags given, checked against the family's declarations; set on `args` too."""
+    settings = base_settings(family, args.base) if args.base else schema_of(family).defaults()
+    given = {name: getattr(args, name) for name in builder.model_settings if getattr(args, name) is not None}
+    settings.update(schema_of(family).checked(given, "flag"))
+    for name in builder.model_settings:
+        setattr(args, name, settings[name])
+    return settings
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -93,13 +112,16 @@ def main(argv: list[str] | None = None) -> None:
     seed_everything(args.seed)
     data = TrainingData(args.queries, args.qrels, args.corpus, args.negatives, args.negatives_depth, args.teacher,
                         args.teacher_scale)
-    model = families[args.family](preset_model(args.base), args)
+    config = model_config(args.family, families[args.family], args)
+    args.model_config = config
+    model = families[args.family](config["model"] if args.base else args.base, args)
     settings = {k: v for k, v in vars(args).items()
-                if k not in ("quiet", "save_every", "threads", "overwrite", "device", "dtype")}
+                if k not in ("quiet", "save_every", "threads", "overwrite", "device", "dtype", "model_config")}
     settings.update(placement.identity())  # a checkpoint resumes in the same dtype, on any device
     summary = train(model, data, args.output, settings, epochs=args.epochs, batch_size=args.batch_size,
                     group_size=args.group_size, lr=args.lr, seed=args.seed, warmup_ratio=args.warmup_ratio,
-                    max_steps=args.max_steps, save_every=args.save_every, quiet=args.quiet, overwrite=args.overwrite)
+                    max_steps=args.max_steps, save_every=args.save_every, quiet=args.quiet, overwrite=args.overwrite,
+                    config=(args.family, config))
     print(f"trained {args.family} for {summary['steps']} steps in {summary['seconds']} s -> {args.output}",
           file=sys.stderr)
 

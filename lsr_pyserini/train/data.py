@@ -13,29 +13,11 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.readers import (
-    InputError,
-    check_unique,
-    parse_number,
-    read_corpus,
-    read_qrels_rows,
-    read_queries,
-    read_rows,
-    read_run,
-    text_lines,
-)
+from ..core.readers import (InputError, check_unique, parse_number, read_corpus, read_qrels_rows, read_queries, read_rows, read_run, text_lines)
+
+from ..models.base import Batch  # noqa: F401  (the batches this path makes)
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Batch:
-    queries: list[str]
-    documents: list[str]  # B groups of G: positive first, then hard negatives
-    group_size: int
-    teacher: list[list[float]] | None = None  # B x G teacher scores, when given
-    query_ids: list[str] = field(default_factory=list)
-    document_ids: list[str] = field(default_factory=list)
 
 
 def read_teacher(path: str) -> dict[str, dict[str, float]]:

@@ -24,6 +24,7 @@ import torch
 from ..core.devices import current
 from ..core.environment import environment
 from ..core.errors import InputError, Interrupted
+from ..core.hf import write_config
 from ..core.outputs import OutputKind, atomic_write, claim_output, written_aside
 from .data import TrainingData
 
@@ -107,8 +108,10 @@ def claim_training_output(output: str, overwrite: bool):
 
 def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int, batch_size: int,
           group_size: int, lr: float, seed: int, warmup_ratio: float = 0.1, max_steps: int | None = None,
-          save_every: int = 50, quiet: bool = False, overwrite: bool = False) -> dict:
-    """Train `model` (a family module) and save it to `output`; returns a summary."""
+          save_every: int = 50, quiet: bool = False, overwrite: bool = False,
+          config: tuple[str, dict] | None = None) -> dict:
+    """Train `model` (a family module) and save it to `output`, with `config` (family, settings)
+    recorded beside the weights; returns a summary."""
     from tqdm import tqdm
 
     placement = current()  # --device/--dtype (core/devices.py): float32 master weights, autocast forward
@@ -192,6 +195,8 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     progress.close()
     model.eval()
     model.save(out)
+    if config is not None:
+        write_config(out, *config)
     # the environment (thread count, library versions) is a record beside the settings: a checkpoint
     # resumed with another thread count is not refused (its settings leave the count out)
     summary = {"steps": step, "seconds": round(time.time() - started, 1), "final": last_logs, **settings,

@@ -1,0 +1,20 @@
+"""Dense encoders' settings, declared once (`encode dense`, dense stores, dense re-ranking)."""
+from __future__ import annotations
+
+from ...core.options import positive_int
+from ...core.settings import Schema, Setting
+from ..registry import family
+from ..settings import BATCH_SIZE, MODEL, QUANTIZE
+
+POOLINGS = ("cls", "mean")
+SCHEMA = family(Schema("transformer", (
+    MODEL,
+    Setting("pooling", None, "cls or mean pooling; none = the sentence-transformers config's, else cls",
+            choices=POOLINGS, nullable=True),
+    Setting("normalize", None, "L2-normalise vectors: true, false, or none = yes when the sentence-transformers "
+                               "folder has a Normalize module", choices=(True, False), nullable=True),
+    Setting("max_length", None, "tokens kept per text; none = the model's max_seq_length, else min(positions, 512)",
+            positive_int, nullable=True),
+    Setting("query_prefix", "", "text put before each query, e.g. 'query: '"),
+    Setting("doc_prefix", "", "text put before each document, e.g. 'passage: '"),
+    QUANTIZE, BATCH_SIZE)))

@@ -1,0 +1,47 @@
+"""SPLADE fine-tuning: contrastive loss (in-batch + hard negatives), optional MarginMSE against a
+teacher, and FLOPS regularisers on both sides with a quadratic warm-up of their weights."""
+from __future__ import annotations
+
+import torch
+
+from ...core.presets import resolve_model
+from ...core.settings import Schema
+from ..base import Batch
+from ..losses import contrastive_loss, flops, quadratic_warmup, with_margin_mse
+from ..registry import trainer
+from ..settings import FLOPS, MARGIN_MSE_WEIGHT
+from .model import SpladeModel
+
+TRAINING = Schema("splade training", FLOPS + (MARGIN_MSE_WEIGHT,))
+
+
+class SpladeFamily(torch.nn.Module):
+    device_ready = True  # moves its inputs to the model's device (train/loop.py refuses others off the CPU)
+
+    def __init__(self, base: str, args):
+        super().__init__()
+        self.splade = SpladeModel(resolve_model(base), args.model_config)
+        self.model = self.splade.mlm  # its parameters are this module's (checkpoints name them model.*)
+        self.args = args
+
+    def loss(self, batch: Batch, step: int):
+        queries = self.splade.represent(batch.queries, "queries")
+        documents = self.splade.represent(batch.documents, "documents")
+        scores = queries @ documents.T
+        ranking = contrastive_loss(scores, batch.group_size)
+        logs = {"rank": float(ranking.detach())}
+        loss = with_margin_mse(ranking, logs, scores, batch.teacher, batch.group_size, self.args.margin_mse_weight)
+        lambda_d = quadratic_warmup(self.args.lambda_d, step, self.args.flops_warmup_steps)
+        lambda_q = quadratic_warmup(self.args.lambda_q, step, self.args.flops_warmup_steps)
+        loss = loss + lambda_d * flops(documents) + lambda_q * flops(queries)
+        logs["doc_nnz"] = float((documents > 0).sum(1).float().mean())
+        return loss, logs
+
+    def save(self, folder) -> None:
+        self.splade.save(folder)
+
+
+@trainer("splade", TRAINING, reads_teacher=True, model_settings=("doc_max_length", "query_max_length", "pooling"))
+def build(base: str, args) -> SpladeFamily:
+    """SPLADE: fine-tune a masked-LM SPLADE checkpoint (contrastive + FLOPS, optional MarginMSE)."""
+    return SpladeFamily(base, args)

@@ -1,0 +1,242 @@
+"""TopK sparse autoencoders (Gao et al., 2024) and the SSR model folder that holds two of them.
+
+    z     = TopK_K(ReLU(W_enc (x - b_pre) + b_enc))        h latents, K active
+    x_hat = W_dec z + b_pre                                decoder columns kept at unit norm
+
+Training minimises the reconstruction error plus an auxiliary loss that revives dead latents: the
+`aux_k` largest pre-activations among latents that fired on none of the last `dead_after` inputs
+must reconstruct the residual x - x_hat (weight `aux_weight`). One SAE codes ordinary tokens, a
+second one the pooled [CLS] vector (SSR-CLS).
+
+An SSR model folder:
+
+    ssr_config.json        {"family": "ssr", "backbone": {...}, "token_sae": {...}, "cls_sae": {...}, retrieval settings}
+    sae.safetensors        token.* and cls.* SAE tensors
+    lsr_family.json        {"family": "ssr"} (other families' commands refuse the folder)
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ...core.errors import InputError
+from ...core.outputs import json_file_kind
+
+CONFIG_FILE, WEIGHTS_FILE = "ssr_config.json", "sae.safetensors"
+SSR_MODEL = json_file_kind("an SSR model folder", CONFIG_FILE,
+                           lambda config: isinstance(config, dict) and config.get("family") == "ssr")
+# retrieval settings an SSR model carries (defaults; `ssr fit` flags override them)
+RETRIEVAL_DEFAULTS = {
+    "query_term_budget": 256,     # adaptive K: a query of n tokens keeps budget / n neurons per token ...
+    "query_k_min": 4,             # ... but at least this many (and at most the token SAE's K)
+    "cls_terms": True,            # also write the [CLS] code as pseudo-terms c<n> (first stage)
+    "cls_weight": 1.0,            # SSR-CLS = SSR-tok + cls_weight x z_q[CLS] . z_d[CLS]
+}
+
+
+def sparse_decode(decoder: torch.Tensor, indices: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """sum_k values[..., k] x decoder[:, indices[..., k]] without a dense code (embedding_bag: ~20x
+    faster than gathering N x K x d rows on CPU)."""
+    flat = torch.nn.functional.embedding_bag(indices.reshape(-1, indices.shape[-1]), decoder.T.contiguous(),
+                                             per_sample_weights=values.reshape(-1, values.shape[-1]), mode="sum")
+    return flat.reshape(*indices.shape[:-1], decoder.shape[0])
+
+
+class TopKSAE(torch.nn.Module):
+    def __init__(self, input_dim: int, latents: int, k: int):
+        super().__init__()
+        check_sizes(input_dim, latents, k)
+        self.input_dim, self.latents, self.k = input_dim, latents, k
+        decoder = torch.randn(input_dim, latents)
+        decoder /= decoder.norm(dim=0, keepdim=True)
+        self.W_dec = torch.nn.Parameter(decoder)
+        self.W_enc = torch.nn.Parameter(decoder.T.clone())
+        self.b_enc = torch.nn.Parameter(torch.zeros(latents))
+        self.b_pre = torch.nn.Parameter(torch.zeros(input_dim))
+
+    def pre_activations(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu((x - self.b_pre) @ self.W_enc.T + self.b_enc)
+
+    def encode(self, x: torch.Tensor, k: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(indices, values) of the k (default K) largest ReLU activations, each N x k."""
+        if x.shape[-1] != self.input_dim:
+            raise InputError(f"SAE input size {self.input_dim} does not match the embeddings' size {x.shape[-1]}")
+        values, indices = self.pre_activations(x).topk(min(k or self.k, self.k), dim=-1)
+        return indices, values
+
+    def decode(self, indices: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        return sparse_decode(self.W_dec, indices, values) + self.b_pre
+
+    def dense_codes(self, indices: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(*indices.shape[:-1], self.latents, dtype=values.dtype,
+                           device=values.device).scatter(-1, indices, values)
+
+    @torch.no_grad()
+    def normalize_decoder(self) -> None:
+        self.W_dec /= self.W_dec.norm(dim=0, keepdim=True).clamp(min=1e-8)
+
+    def describe(self) -> dict:
+        return {"input_dim": self.input_dim, "latents": self.latents, "k": self.k}
+
+
+def check_sizes(input_dim: int, latents: int, k: int) -> None:
+    if min(input_dim, latents, k) <= 0:
+        raise InputError(f"SAE sizes must be positive (input {input_dim}, latents {latents}, k {k})")
+    if k > latents:
+        raise InputError(f"SAE k={k} exceeds its number of latents h={latents}: K must be at most h")
+
+
+def normalised_mse(x: torch.Tensor, x_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(squared error / variance of x around its batch mean, that variance)."""
+    variance = (x - x.mean(0)).pow(2).sum(-1).mean().clamp(min=1e-8)
+    return (x - x_hat).pow(2).sum(-1).mean() / variance, variance
+
+
+class SAETrainer:
+    """Reconstruction + dead-latent auxiliary loss for one TopK SAE."""
+
+    def __init__(self, sae: TopKSAE, aux_k: int, aux_weight: float, dead_after: int):
+        self.sae, self.aux_k, self.aux_weight, self.dead_after = sae, aux_k, aux_weight, dead_after
+        self.since_fired = torch.zeros(sae.latents, dtype=torch.long, device=sae.W_enc.device)
+
+    def loss(self, x: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        sae = self.sae
+        pre = sae.pre_activations(x)
+        values, indices = pre.topk(sae.k, dim=-1)
+        x_hat = sae.decode(indices, values)
+        reconstruction, variance = normalised_mse(x, x_hat)
+        fired = torch.zeros(sae.latents, dtype=torch.bool, device=x.device)
+        fired[indices[values > 0]] = True
+        self.since_fired += len(x)
+        self.since_fired[fired] = 0
+        dead = self.since_fired > self.dead_after
+        loss, aux = reconstruction, torch.zeros((), device=x.device)
+        if dead.any() and self.aux_weight > 0:
+            residual = (x - x_hat).detach()
+            dead_pre = pre.masked_fill(~dead, 0.0)
+            aux_values, aux_indices = dead_pre.topk(min(self.aux_k, int(dead.sum())), dim=-1)
+            residual_hat = sparse_decode(sae.W_dec, aux_indices, aux_values)
+            aux = (residual - residual_hat).pow(2).sum(-1).mean() / variance
+            loss = loss + self.aux_weight * aux
+        return loss, {"nmse": reconstruction.item(), "aux": aux.item(), "dead": int(dead.sum())}
+
+    def step(self, optimizer, x: torch.Tensor) -> dict:
+        loss, logs = self.loss(x)
+        optimizer.zero_grad()
+        loss.backward()
+        with torch.no_grad():  # drop the gradient part that would change decoder column norms
+            grad, columns = self.sae.W_dec.grad, self.sae.W_dec
+            grad -= columns * (grad * columns).sum(0, keepdim=True)
+        optimizer.step()
+        self.sae.normalize_decoder()
+        return logs
+
+
+def fit_sae(data: np.ndarray, latents: int, k: int, steps: int, batch_size: int, lr: float, seed: int,
+            aux_k: int, aux_weight: float, dead_after: int, label: str, quiet: bool,
+            device: str = "cpu") -> tuple[TopKSAE, dict]:
+    """Train a TopK SAE on the rows of ``data`` (float16/32, N x d) on ``device``, in float32; returns it
+    (on the CPU) and a summary. The initialisation is drawn on the CPU whatever the device, and each
+    batch is read from ``data`` as float32 rows, then moved."""
+    from tqdm import tqdm
+
+    torch.manual_seed(seed)
+    generator = np.random.default_rng(seed)
+    sae = TopKSAE(data.shape[1], latents, k)
+    with torch.no_grad():  # b_pre starts at the data mean (a cheap stand-in for the geometric median)
+        sample = data[np.sort(generator.choice(len(data), min(len(data), 65536), replace=False))]
+        sae.b_pre.copy_(torch.from_numpy(np.asarray(sample, dtype=np.float32).mean(0)))
+    sae.to(device)  # before the optimiser: its state lives beside the parameters
+    trainer = SAETrainer(sae, aux_k, aux_weight, dead_after)
+    optimizer = torch.optim.Adam(sae.parameters(), lr=lr)
+    started, logs = time.time(), {}
+    progress = tqdm(range(steps), desc=f"{label} SAE", disable=quiet, dynamic_ncols=True)
+    order = generator.permutation(len(data))
+    position = 0
+    for _ in progress:
+        if position + batch_size > len(order):
+            order, position = generator.permutation(len(data)), 0
+        rows = np.sort(order[position:position + batch_size])
+        position += batch_size
+        logs = trainer.step(optimizer, torch.from_numpy(np.asarray(data[rows], dtype=np.float32)).to(device))
+        progress.set_postfix(nmse=f"{logs['nmse']:.3f}", dead=logs["dead"])
+    progress.close()
+    with torch.no_grad():
+        held = torch.from_numpy(np.asarray(sample[:8192], dtype=np.float32)).to(device)
+        _, final = trainer.loss(held)
+    summary = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "aux_k": aux_k,
+               "aux_weight": aux_weight, "dead_after": dead_after, "training_rows": int(len(data)),
+               "seconds": round(time.time() - started, 2), "final_nmse": round(final["nmse"], 4),
+               "dead_latents": int((trainer.since_fired > dead_after).sum())}
+    return sae.cpu().eval(), summary
+
+
+class SSRModel:
+    """Backbone settings + token SAE + [CLS] SAE + retrieval settings."""
+
+    def __init__(self, backbone: dict, token_sae: TopKSAE, cls_sae: TopKSAE, settings: dict, training: dict | None = None):
+        dim = int(backbone.get("dim", 0))
+        for name, sae in (("token", token_sae), ("[CLS]", cls_sae)):
+            if sae.input_dim != dim:
+                raise InputError(f"{name} SAE input size {sae.input_dim} does not match the backbone's "
+                                 f"embedding size {dim} ({backbone.get('model')})")
+        self.backbone, self.token_sae, self.cls_sae = backbone, token_sae, cls_sae
+        self.settings = {**RETRIEVAL_DEFAULTS, **settings}
+        self.training = training or {}
+
+    def save(self, folder) -> None:
+        from safetensors.torch import save_file
+
+        from ...core.hf import write_config
+        from .config import SCHEMA
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = {f"token.{k}": v.detach().contiguous() for k, v in self.token_sae.state_dict().items()}
+        state.update({f"cls.{k}": v.detach().contiguous() for k, v in self.cls_sae.state_dict().items()})
+        save_file(state, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
+        config = {"family": "ssr", "backbone": self.backbone, "token_sae": self.token_sae.describe(),
+                  "cls_sae": self.cls_sae.describe(), **self.settings, "training": self.training}
+        (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+        write_config(folder, "ssr", SCHEMA.defaults())  # `train ssr` records its base's instead
+
+    @classmethod
+    def load(cls, path: str) -> "SSRModel":
+        from safetensors.torch import load_file
+
+        from ...core.hf import check_family
+
+        folder = Path(path)
+        check_family(path, "ssr")
+        if not (folder / CONFIG_FILE).is_file() or not (folder / WEIGHTS_FILE).is_file():
+            raise InputError(f"{path}: not an SSR model folder (needs {CONFIG_FILE} and {WEIGHTS_FILE}; "
+                             f"train one with `python -m lsr_pyserini.ssr fit`)")
+        try:
+            config = json.loads((folder / CONFIG_FILE).read_text())
+        except json.JSONDecodeError as err:
+            raise InputError(f"{folder / CONFIG_FILE}: malformed JSON ({err.msg})") from None
+        state = load_file(str(folder / WEIGHTS_FILE))
+        saes = []
+        for prefix, key in (("token", "token_sae"), ("cls", "cls_sae")):
+            sizes = config[key]
+            sae = TopKSAE(int(sizes["input_dim"]), int(sizes["latents"]), int(sizes["k"]))
+            tensors = {k[len(prefix) + 1:]: v for k, v in state.items() if k.startswith(prefix + ".")}
+            try:
+                sae.load_state_dict(tensors)
+            except RuntimeError as err:
+                raise InputError(f"{folder / WEIGHTS_FILE}: {prefix} SAE weights do not match "
+                                 f"{CONFIG_FILE} ({str(err).splitlines()[0]})") from None
+            saes.append(sae.eval())
+        settings = {k: config[k] for k in RETRIEVAL_DEFAULTS if k in config}
+        return cls(config["backbone"], saes[0], saes[1], settings, config.get("training"))
+
+
+def adaptive_k(model: SSRModel, tokens: int) -> int:
+    """Query-side K: `query_term_budget` neurons shared over the query's tokens, within [query_k_min, K]."""
+    k = model.token_sae.k
+    return max(min(model.settings["query_k_min"], k), min(k, math.ceil(model.settings["query_term_budget"] / max(tokens, 1))))
