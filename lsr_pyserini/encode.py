@@ -30,6 +30,7 @@ from .core.devices import activate, add_device_args, current
 from .core.errors import InputError
 from .core.options import positive_float, positive_int, refuse_foreign
 from .core.settings import UNSET, Setting
+from .models.configs import family_of
 from .models.configs import resolve_settings as resolved_config
 from .models.registry import declared
 from .core.parallel import process_shards, ray_shards
@@ -186,12 +187,12 @@ def resolve_settings(args) -> dict:
         return {}
     flags = {flag: setting.name for flag, setting in setting_flags(args.side).items()}
     given = {flag: getattr(args, flag[2:].replace("-", "_"), None) for flag in flags}
-    settings = resolved_config(args.encoder, {flags[flag]: value for flag, value in given.items()}, "flag")
     owners = {flag: families_reading(key) for flag, key in flags.items()}
     owners["--dense-store"] = families_with_dense_side()
     used = [flag for flag, value in given.items() if value is not None]
     refuse_foreign(used + (["--dense-store"] if getattr(args, "dense_store", None) else []), owners,
-                   settings["family"], ("encoder", "encoders"))
+                   family_of(args.encoder), ("encoder", "encoders"))
+    settings = resolved_config(args.encoder, {flags[flag]: value for flag, value in given.items()}, "flag")
     return settings
 
 

@@ -107,7 +107,7 @@ def test_searcher_reranks_exactly_as_the_rerank_command(sample_indexes):
 def test_bad_settings_are_refused_in_one_line(sample_indexes, tmp_path):
     import lsr_pyserini
 
-    with pytest.raises(InputError, match="setting 'poolin' is not read by the splade encoder"):
+    with pytest.raises(InputError, match="setting 'poolin' is not read by the splade family"):
         lsr_pyserini.load_encoder("splade-tiny", poolin="max")
     with pytest.raises(InputError, match="--alpha is an option of the 'tilde' re-ranker, not of 'dense'"):
         lsr_pyserini.Searcher(str(sample_indexes / "bm25"), reranker="dense", store=str(sample_indexes / "dense"),

@@ -20,7 +20,7 @@ from lsr_pyserini.core.errors import InputError
 NO_CUDA = not torch.cuda.is_available()
 # every command that runs a model, with the subcommands that do (argv prefix -> parser)
 MODEL_PARSERS = [("encode", ["corpus"]), ("encode", ["queries"]), ("encode", ["dense"]), ("rerank", []),
-                 ("search_dense", []), ("expand", []), ("bm25aug", ["queries"]), ("ssr.__main__", ["embed"]),
+                 ("search_dense", []), ("expand", []), ("bm25aug", ["queries"]), ("ssr", ["embed"]),
                  *[("train.__main__", [family]) for family in
                    ("splade", "tilde", "tildev2", "sparseembed", "bgem3", "bm25aug", "ssr")]]
 

@@ -83,7 +83,7 @@ def test_checkpoint_without_mlm_head_is_refused(tiny_encoder_only):
 
 
 def test_bad_settings_and_missing_model(tiny_mlm, tmp_path):
-    with pytest.raises(InputError, match="pooling 'mean'"):
+    with pytest.raises(InputError, match="pooling: 'mean' is not one of max, sum"):
         SpladeEncoder(str(tiny_mlm), pooling="mean")
     with pytest.raises(InputError, match="cannot load model"):
         SpladeEncoder(str(tmp_path / "no-such-model"))

@@ -75,7 +75,7 @@ class Setting:
         if problem is None and self.choices is not None and value not in self.choices:
             problem = f"{value!r} is not {self.allowed()}"
         if problem:
-            raise InputError(f"{source}: {self.name}: {problem}")
+            raise InputError(f"{self.name}: {problem} ({source})")
         return value
 
     def add_to(self, parser, flag: str | None = None, help: str | None = None, default=UNSET,
@@ -142,8 +142,8 @@ class Schema:
             if key in ignore:
                 continue
             if key not in self:
-                raise InputError(f"{source}: setting {key!r} is not read by the {self.family} family "
-                                 f"(it reads: {', '.join(sorted(self.names))})")
+                raise InputError(f"setting {key!r} is not read by the {self.family} family ({source}; it reads: "
+                                 f"{', '.join(sorted(self.names))})")
             setting = self[key]
             if value is None and not setting.nullable and setting.default is not None:
                 continue  # not given: the default (or an earlier source's value) stands

@@ -36,6 +36,14 @@ def checkpoint_settings(folder: Path) -> tuple[str, dict]:
     return family, schema.checked(recorded, f"checkpoint {folder}")
 
 
+def family_of(name_or_path: str) -> str:
+    """The family a preset or checkpoint folder belongs to (nothing else read or checked)."""
+    folder = Path(name_or_path)
+    if folder.is_dir():
+        return read_family(folder).get("family", DEFAULT_FAMILY)
+    return load_preset(name_or_path)["family"]
+
+
 def resolve_settings(name_or_path: str, overrides: dict | None = None, source: str = "argument") -> dict:
     """The complete config `name_or_path` means, with `overrides` (None values ignored) applied;
     InputError in one line for an unknown key, a wrong type or a value outside the allowed set,
