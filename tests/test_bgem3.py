@@ -15,8 +15,11 @@ import torch.nn.functional as F
 from conftest import SAMPLE, error_lines, run_tool
 from lsr_pyserini.core.readers import InputError
 from lsr_pyserini.encoders import build_encoder
-from lsr_pyserini.models.bgem3.encoder import HYBRID_WEIGHTS, BgeM3Encoder, BgeM3Model, candidate_scores, colbert_score, dense_score, hybrid_score, sparse_score, term_for_piece
+from lsr_pyserini.models.bgem3.config import HYBRID_WEIGHTS
+from lsr_pyserini.models.bgem3.encoder import BgeM3Encoder
+from lsr_pyserini.models.bgem3.model import BgeM3Model, hybrid_score, term_for_piece
 from lsr_pyserini.core.presets import load_preset
+from lsr_pyserini.encoders.query import encoder_settings
 from lsr_pyserini.core.writer import manifest_path, quantize
 
 XLMR_SPECIAL = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # XLM-R's ids 0..4
@@ -166,7 +169,7 @@ def test_query_side_uses_its_own_length_and_only_asked_heads(m3, tiny_bgem3):
 def test_scores_and_hybrid_weights(m3):
     query = m3.encode(["vitamin D and calcium"], "queries")
     docs = m3.encode(TEXTS[:2], "documents")
-    scores = candidate_scores(query, docs)
+    scores = {head: s[0] for head, s in m3.scores(["vitamin D and calcium"], TEXTS[:2]).items()}
     assert set(scores) == {"dense", "sparse", "colbert"} and all(s.shape == (2,) for s in scores.values())
     for j in range(2):
         q_sparse, d_sparse = query.sparse[0], docs.sparse[j]
@@ -181,9 +184,6 @@ def test_scores_and_hybrid_weights(m3):
     all_three = hybrid_score(scores, {"dense": 1.0, "sparse": 0.3, "colbert": 1.0})
     assert torch.allclose(all_three, scores["dense"] + 0.3 * scores["sparse"] + scores["colbert"])
     assert hybrid_score({"dense": 0.5, "sparse": 2.0}) == pytest.approx(1.1)
-    assert sparse_score({"a": 2.0, "b": 1.0}, {"b": 3.0, "c": 5.0}) == 3.0
-    assert dense_score(torch.tensor([1.0, 0.0]), torch.eye(2)).tolist() == [1.0, 0.0]
-    assert colbert_score(torch.eye(2), torch.tensor([[1.0, 0.0]])) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="colbert"):
         hybrid_score({"dense": 1.0, "sparse": 1.0}, {"dense": 1.0, "sparse": 0.3, "colbert": 1.0})
     with pytest.raises(ValueError, match="unknown heads"):
@@ -202,7 +202,7 @@ def test_terms_have_no_whitespace_and_stay_distinct():
 
 
 def test_preset_and_registry(tiny_bgem3):
-    preset = load_preset("bge-m3")
+    preset = encoder_settings("bge-m3")  # the preset over the family's defaults
     assert (preset["family"], preset["model"], preset["doc_max_length"], preset["query_max_length"],
             preset["impact_scale"]) == ("bgem3", "BAAI/bge-m3", 512, 64, 1000)
     encoder = build_encoder({**preset, "model": str(tiny_bgem3), "doc_top_k": 3})
@@ -210,7 +210,7 @@ def test_preset_and_registry(tiny_bgem3):
     top3 = encoder.encode_documents([TEXTS[0]])[0]
     full = encoder.model.encode([TEXTS[0]], "documents", heads=("sparse",)).sparse[0]
     assert sorted(top3) == sorted(sorted(full, key=full.get, reverse=True)[:3])
-    with pytest.raises(InputError, match="setting 'pooling' is not read by the bgem3 encoder"):
+    with pytest.raises(InputError, match="setting 'pooling' is not read by the bgem3 family"):
         build_encoder({**preset, "model": str(tiny_bgem3), "pooling": "max"})
 
 
@@ -332,9 +332,7 @@ def test_hybrid_reranker_reads_every_head_from_the_store(tiny_bgem3, tmp_path):
         assert result.returncode == 0, result.stderr
         got = {(f[0], f[2]): float(f[4]) for f in (line.split() for line in out.read_text().splitlines())}
         for qid, docs in candidates.items():
-            query = model.encode([query_texts[qid]], "queries")
-            direct = hybrid_score(candidate_scores(query, model.encode([TEXTS[int(d[1:])] for d in docs],
-                                                                       "documents")), weights)
+            direct = hybrid_score(model.scores([query_texts[qid]], [TEXTS[int(d[1:])] for d in docs]), weights)[0]
             for doc, expected in zip(docs, direct.tolist()):
                 assert got[(qid, doc)] == pytest.approx(expected, abs=2e-3)  # ColBERT vectors kept in float16
     # dense-only re-ranking and full dense search read the same store
@@ -386,14 +384,14 @@ def test_training_scores_are_the_encoders_scores(body, bert_body, tiny_bgem3, tm
     family = BgeM3Family(str(bert_body if body == "bert" else tiny_bgem3), training_args()).eval()
     batch = toy_batch()
     with torch.no_grad():
-        scores = family.scores(batch)
+        scores = family.m3.score(family.m3.represent(batch.queries, "queries"),
+                                 family.m3.represent(batch.documents, "documents"))
     family.save(tmp_path / "m3")
     model = BgeM3Model(str(tmp_path / "m3"), doc_max_length=32, query_max_length=12)
-    docs = model.encode(batch.documents, "documents")
     for row, query in enumerate(batch.queries):
-        expected = candidate_scores(model.encode([query], "queries"), docs)
+        expected = model.scores([query], batch.documents)
         for head in ("dense", "sparse", "colbert"):
-            assert torch.allclose(scores[head][row], expected[head].float(), atol=1e-5), head
+            assert torch.allclose(scores[head][row], expected[head][0].float(), atol=1e-5), head
     assert (scores["sparse"] > 0).any() and scores["colbert"].std() > 0
     if body == "xlm-roberta":  # a BGE-M3 base keeps its heads
         for name in ("sparse_linear.pt", "colbert_linear.pt"):
@@ -409,7 +407,8 @@ def test_training_loss_is_m3s_unified_loss(bert_body):
     batch = toy_batch()
     family = BgeM3Family(str(bert_body), training_args(temperature=0.05)).eval()
     with torch.no_grad():
-        scores = {head: s / 0.05 for head, s in family.scores(batch).items()}
+        scores = {head: s / 0.05 for head, s in family.m3.score(family.m3.represent(batch.queries, "queries"),
+                                                                  family.m3.represent(batch.documents, "documents")).items()}
         loss, logs = family.loss(batch, 0)
     labels = torch.tensor([0, 2])  # each query's positive heads its group of 2
     ce = {head: F.cross_entropy(s, labels) for head, s in scores.items()}
@@ -446,7 +445,11 @@ def test_train_bgem3_on_a_bert_body_loads_everywhere(bert_body, tmp_path):
     out = tmp_path / "trained"
     assert {"config.json", "model.safetensors", "tokenizer.json", "sparse_linear.pt", "colbert_linear.pt",
             "lsr_family.json", "lsr_training.json"} <= {p.name for p in out.iterdir()}
-    assert json.loads((out / "lsr_family.json").read_text()) == {"family": "bgem3", "body": "bert"}
+    marker = json.loads((out / "lsr_family.json").read_text())
+    assert (marker["family"], marker["body"]) == ("bgem3", "bert")
+    # the full config: the training-time lengths, the family's impact scale (not the encoder default of 100)
+    assert (marker["config"]["doc_max_length"], marker["config"]["query_max_length"],
+            marker["config"]["impact_scale"]) == (32, 12, 1000)
     untrained = [torch.load(tmp_path / d / "sparse_linear.pt") for d in ("untrained", "untrained-again")]
     torch.manual_seed(3)
     fresh = torch.nn.Linear(32, 1).state_dict()  # torch's default initialisation, seeded with --seed
@@ -476,8 +479,7 @@ def test_train_bgem3_on_a_bert_body_loads_everywhere(bert_body, tmp_path):
     run_tool("rerank", "--reranker", "bgem3", "--run", run, "--queries", queries, "--store", tmp_path / "store",
              "--output", reranked, check=True)
     got = {(f[0], f[2]): float(f[4]) for f in (line.split() for line in reranked.read_text().splitlines())}
-    direct = hybrid_score(candidate_scores(model.encode(["vitamin d calcium"], "queries"),
-                                           model.encode([TEXTS[0], TEXTS[1], TEXTS[3]], "documents")))
+    direct = hybrid_score(model.scores(["vitamin d calcium"], [TEXTS[0], TEXTS[1], TEXTS[3]]))[0]
     assert [got[("q1", d)] for d in ("d0", "d1", "d3")] == pytest.approx(direct.tolist(), abs=1e-4)
     api = lsr_pyserini.load_encoder("bge-m3", model=str(out))
     assert isinstance(api, BgeM3Encoder) and api.encode_queries(["vitamin d"]) == \

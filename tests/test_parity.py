@@ -42,8 +42,9 @@ from conftest import SAMPLE, build_tiny_bert, sample_vocabulary
 from test_bgem3 import build_tiny_bgem3
 from lsr_pyserini.api import QueryEncoder, load_encoder
 from lsr_pyserini.core.presets import load_preset
+from lsr_pyserini.encoders.query import encoder_settings
 from lsr_pyserini.core.writer import quantize as to_impacts
-from lsr_pyserini.models.bgem3.encoder import BgeM3Model, candidate_scores, hybrid_score
+from lsr_pyserini.models.bgem3.model import BgeM3Model, hybrid_score
 from lsr_pyserini.models.splade.encoder import SpladeEncoder
 
 TOLERANCE = 1e-5
@@ -173,7 +174,7 @@ def test_bgem3_terms_and_impacts_differ_from_flagembedding_as_intended(flag_m3, 
     reference = flag.encode_queries(BGE_TEXTS, return_dense=False, return_sparse=True)["lexical_weights"]
     query_encoder = QueryEncoder("bge-m3", model=str(tiny_bgem3), query_max_length=BGE_QUERY_MAX)
     terms = query_encoder.encoder.model.terms
-    scale = load_preset("bge-m3")["impact_scale"]
+    scale = encoder_settings("bge-m3")["impact_scale"]
     assert scale == 1000
     for text, by_id in zip(BGE_TEXTS, reference):
         expected = {terms[int(i)]: round(float(w) * scale) for i, w in by_id.items() if round(float(w) * scale) > 0}
@@ -199,9 +200,8 @@ def test_bgem3_scores_equal_flagembedding_compute_score(flag_m3, tiny_bgem3):
     reference = flag.compute_score([(q, d) for q in queries for d in docs], batch_size=1,
                                    max_query_length=BGE_QUERY_MAX, max_passage_length=BGE_DOC_MAX,
                                    weights_for_different_modes=list(weights.values()))
-    documents = model.encode(docs, "documents")
     for row, query in enumerate(queries):
-        scores = candidate_scores(model.encode([query], "queries"), documents)
+        scores = {head: s[0] for head, s in model.scores([query], docs).items()}
         pairs = slice(row * len(docs), (row + 1) * len(docs))
         for head in weights:
             assert torch.allclose(scores[head].float(), torch.tensor(reference[head][pairs]), atol=TOLERANCE)
@@ -326,7 +326,7 @@ def test_splade_preset_queries_equal_pyserini_query_encoder(tiny_mlm):
     reference_encoder._get_encoded_query_token_wight_dicts = recording_quantise
     preset = "splade-cocondenser-ensembledistil"
     query_encoder = QueryEncoder(preset, model=str(tiny_mlm))
-    scale = load_preset(preset)["impact_scale"]
+    scale = encoder_settings(preset)["impact_scale"]
     assert (scale, query_encoder.settings["query_max_length"]) == (100, PRESET_QUERY_MAX)
 
     queries = ["what causes cancer?", "Vitamin D vitamin d: calcium absorption", "bm25"]

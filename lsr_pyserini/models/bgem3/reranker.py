@@ -13,7 +13,8 @@ import numpy as np
 
 from ...core.errors import InputError
 from ...core.options import NamedNumbers, non_negative_float
-from .encoder import HEADS, HYBRID_WEIGHTS
+from .config import HEADS, HYBRID_WEIGHTS
+from .model import hybrid_score
 from ..base import Option
 from ..registry import reranker as register
 from ..dense.reranker import DenseReranker
@@ -67,16 +68,16 @@ class BgeM3Reranker(DenseReranker):
     def score_encoded(self, query: tuple, docs: list[str]) -> np.ndarray:
         """The weighted sum of the heads' scores of one encoded query's candidates (float64)."""
         dense, colbert, sparse = query
-        total = np.zeros(len(docs), dtype=np.float64)
+        scores = {}
         if self.weights["dense"]:
-            total += self.weights["dense"] * self.store.scores(dense, docs)
+            scores["dense"] = self.store.scores(dense, docs)
         if self.weights["sparse"]:
-            total += self.weights["sparse"] * self._sparse(sparse, docs)
+            scores["sparse"] = self._sparse(sparse, docs)
         if self.weights["colbert"]:
-            total += self.weights["colbert"] * np.asarray(
+            scores["colbert"] = np.asarray(
                 [(colbert @ d.astype(np.float32).T).max(1).mean() if len(d) and len(colbert) else 0.0
                  for d in self.store.ragged("colbert", docs)])
-        return total
+        return np.asarray(hybrid_score(scores, self.weights), dtype=np.float64)
 
     def score(self, query_ids, query_texts, candidates):
         results = []

