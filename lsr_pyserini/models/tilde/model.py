@@ -35,6 +35,13 @@ yourself yourselves definition
 WORD_PIECE = re.compile(r"^[a-z0-9_-]+$")
 
 
+def query_likelihoods(counts: torch.Tensor, log_likelihoods: torch.Tensor) -> torch.Tensor:
+    """TILDE-QL, Q queries x N passages: the sum over each query's terms (repeats counted: `counts`,
+    Q x T) of the passage's log P(term | d) (`log_likelihoods`, N x T, over the same T terms). Training
+    scores the batch's passages with it, the re-ranker the stored ones."""
+    return counts @ log_likelihoods.T
+
+
 class TildeModel:
     """A TILDE checkpoint with its tokenizer; inference only (training lives in train/tilde.py)."""
 
@@ -96,6 +103,14 @@ class TildeModel:
         excluded = set(self.excluded_ids.tolist())
         ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         return [i for i in ids if i not in excluded]
+
+    def term_counts(self, texts: list[str]) -> torch.Tensor:
+        """B x |V|: how often each TILDE-QL term (`scored_terms`) occurs in each text."""
+        counts = torch.zeros(len(texts), self.vocab_size)
+        for row, text in enumerate(texts):
+            for term in self.scored_terms(text):
+                counts[row, term] += 1
+        return counts
 
     @torch.inference_mode()
     def expansions(self, texts: list[str], top_m: int, logits: torch.Tensor | None = None) -> list[list[str]]:

@@ -13,10 +13,11 @@ re-rankers."""
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from ...core.errors import InputError
 from ...core.options import probability
-from .model import TildeModel
+from .model import TildeModel, query_likelihoods
 from ...stores.tilde import PASSAGE_TERMS, TildeStore
 from ..base import Option
 from ..registry import reranker as register
@@ -46,12 +47,13 @@ class TildeReranker(Reranker):
 
     def query_likelihood(self, text: str, docs: list[str]) -> np.ndarray:
         """QL of each candidate: sum over the query's tokens of the stored log P(q_i | d)."""
-        terms = np.asarray(self.tilde.scored_terms(text), dtype=np.int64)
+        terms, counts = np.unique(np.asarray(self.tilde.scored_terms(text), dtype=np.int64), return_counts=True)
         rows = np.asarray([self.store.row[d] for d in docs], dtype=np.int64)
         order = np.argsort(rows)  # memory-map reads in file order
         likelihoods = np.empty((len(rows), len(terms)), dtype=np.float32)
         likelihoods[order] = self.store.log_likelihoods[rows[order]][:, terms]
-        return likelihoods.sum(axis=1)
+        counts = torch.from_numpy(counts.astype(np.float32))[None]
+        return query_likelihoods(counts, torch.from_numpy(likelihoods))[0].numpy()
 
     def document_likelihood(self, text: str, docs: list[str]) -> np.ndarray:
         """DL of each candidate: mean over the passage's stored tokens of log P(d_j | q)."""

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from ...core.hf import write_family
 from ...core.options import non_negative_float
-from .model import TildeModel
+from .model import TildeModel, query_likelihoods
 from ...core.settings import Schema, Setting
 from ..registry import trainer
 from ..base import Batch
@@ -65,13 +65,8 @@ class TildeFamily(torch.nn.Module):
                 + (losses * absent).sum(1) / absent.sum(1).clamp(min=1)).mean()
 
     def query_likelihoods(self, queries: list[str], logits: torch.Tensor) -> torch.Tensor:
-        """B queries x N passages TILDE-QL scores, sum over each query's terms of log P(q_i|d),
-        exactly as the re-ranker computes them (repeated terms count again)."""
-        counts = torch.zeros(len(queries), self.tilde.vocab_size)
-        for row, text in enumerate(queries):
-            for term in self.tilde.scored_terms(text):
-                counts[row, term] += 1
-        return counts.to(logits.device) @ F.logsigmoid(logits).T
+        """B queries x N passages TILDE-QL scores (`query_likelihoods`, as the re-ranker scores)."""
+        return query_likelihoods(self.tilde.term_counts(queries).to(logits.device), F.logsigmoid(logits))
 
     def loss(self, batch: Batch, step: int):
         every_passage = bool(self.passage_terms_weight or self.ranking_weight)  # negatives too, not only positives

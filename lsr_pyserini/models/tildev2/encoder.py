@@ -91,6 +91,12 @@ class TildeV2Model(torch.nn.Module):
         save_file(state, str(Path(folder) / "model.safetensors"), metadata={"format": "pt"})
 
 
+def passage_positions(encoded, special: torch.Tensor) -> torch.Tensor:
+    """B x L: the positions whose weight counts, real tokens that are not special tokens (encoding,
+    training and the head's BM25 fit all read this)."""
+    return encoded["attention_mask"].bool() & ~torch.isin(encoded["input_ids"], special)
+
+
 def document_vectors(weights: torch.Tensor, input_ids: torch.Tensor, mask: torch.Tensor,
                      vocab: list[str]) -> list[SparseVector]:
     """Largest weight per distinct token of each row (positions where `mask` is False skipped)."""
@@ -135,8 +141,8 @@ class TildeV2Encoder(SparseEncoder):
                                  return_tensors="pt")
         encoded = self.placement.to(encoded)
         weights = self.model.token_weights(encoded)
-        special = torch.tensor(self.tokenizer.all_special_ids, device=encoded["input_ids"].device)
-        mask = encoded["attention_mask"].bool() & ~torch.isin(encoded["input_ids"], special)
+        mask = passage_positions(encoded, torch.tensor(self.tokenizer.all_special_ids,
+                                                       device=encoded["input_ids"].device))
         return document_vectors(weights, encoded["input_ids"], mask, self.vocab)
 
     def encode_queries(self, texts: list[str]) -> list[SparseVector]:

@@ -25,7 +25,7 @@ from ...core.options import non_negative_float, non_negative_int
 from ...core.presets import resolve_model
 from ...core.readers import InputError, read_corpus
 from ...kernels.wordpiece_bm25 import CorpusVectors, bm25_check
-from .encoder import TildeV2Model
+from .encoder import TildeV2Model, passage_positions
 from ...core.settings import Schema, Setting
 from ..registry import trainer
 from ..settings import B, K1, MARGIN_MSE_WEIGHT
@@ -77,7 +77,7 @@ def fit_head_to_bm25(model: TildeV2Model, tokenizer, passages: list[tuple[str, s
         chunk = passages[start:start + batch_size]
         encoded = tokenizer([text for _, text in chunk], padding=True, truncation=True, max_length=max_length,
                             return_tensors="pt")
-        keep = encoded["attention_mask"].bool() & ~torch.isin(encoded["input_ids"], special)
+        keep = passage_positions(encoded, special)
         hidden = model.bert(**moved(encoded, device)).last_hidden_state.cpu()[keep].double()
         features = torch.cat([hidden, torch.ones(len(hidden), 1, dtype=hidden.dtype)], dim=1)
         target = bm25.matrix([docid for docid, _ in chunk]).gather(1, encoded["input_ids"])[keep].double()
@@ -122,7 +122,7 @@ class TildeV2Family(torch.nn.Module):
     def loss(self, batch: Batch, step: int):
         docs = self.tokenize(batch.documents, max_length=self.args.doc_max_length)
         weights = self.model.token_weights(docs)
-        doc_keep = docs["attention_mask"].bool() & ~torch.isin(docs["input_ids"], self.special)
+        doc_keep = passage_positions(docs, self.special)
         weights = weights * doc_keep
         queries = self.tokenize(batch.queries, add_special_tokens=False, max_length=self.args.query_max_length)
         scores = exact_match_scores(queries["input_ids"], queries["attention_mask"].float(),
