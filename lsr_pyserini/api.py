@@ -27,12 +27,13 @@ from .core.indexes import BM25, IMPACT, is_remote, lucene_index_kind
 from .core.options import checked, positive_int, probability
 from .encoders import build_encoder
 from .models.base import SparseEncoder
-from .encoders.query import (DEFAULT_ENCODER, AugmentedBm25Queries, DenseQueries, QueryEncoder, TextQueries, encoder_settings, is_bm25aug)
-from .engines import available_engines, build_engine, check_engine
+from .encoders.query import (DEFAULT_ENCODER, AugmentedBm25Queries, DenseQueries, EncodedQueries, QueryEncoder,
+                              TextQueries, encoder_settings, is_bm25aug)
+from .engines import VECTOR, available_engines, build_engine, check_engine, engine_class
+from .engines.base import ENCODED
 
 __all__ = ["load_encoder", "encoder_settings", "QueryEncoder", "Searcher", "Hit", "DEFAULT_ENCODER",
            "choose_engine"]
-IMPACT_ENGINES = ("lucene", "sharded", "seismic", "milvus")
 
 
 def load_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = None, dtype: str | None = None,
@@ -88,31 +89,9 @@ def choose_engine(index, encoder_family: str | None) -> str:
 
 
 def _check_pairing(index, engine: str, settings: dict | None, encoder: str | None) -> None:
-    """One line for an encoder that does not fit the engine or the index (nothing loaded yet)."""
-    family = None if settings is None else settings.get("family")
-    if isinstance(index, list) and engine != "sharded":
-        raise InputError(f"engine {engine!r} searches one index; several shard indexes: engine 'sharded'")
-    if engine in IMPACT_ENGINES:
-        if settings is None:
-            what = "an impact index" if engine == "lucene" else f"searched by engine {engine!r}"
-            raise InputError(f"{index} is {what}: give the encoder of its documents' impacts (encoder=..., e.g. "
-                             f"{DEFAULT_ENCODER!r})")
-        if family == "bm25aug":
-            raise InputError(f"encoder {encoder!r} is a bm25aug model: it searches a WordPiece BM25 index "
-                             f"(engine 'bm25'), not engine {engine!r}")
-        if engine == "lucene" and lucene_index_kind(index) == BM25:
-            raise InputError(f"{index} is a BM25 index: search it without an encoder (encoder {encoder!r} gives "
-                             f"impacts, which BM25 term frequencies do not match)")
-    elif engine == "bm25":
-        if settings is not None and family != "bm25aug":
-            if lucene_index_kind(index) == IMPACT:
-                raise InputError(f"{index} is an impact index: search it with engine 'lucene' (BM25 takes no encoder, "
-                                 f"or a bm25aug checkpoint)")
-            raise InputError(f"encoder {encoder!r} makes impact queries, but {index} is searched with BM25: "
-                             f"a BM25 index takes no encoder, or a bm25aug checkpoint")
-    elif engine == "dense" and settings is not None:
-        raise InputError(f"engine 'dense' encodes queries as its store's manifest says: give no encoder "
-                         f"(encoder_options may set model, batch_size)")
+    """One line for an encoder that does not fit the engine or the index (nothing loaded yet): what
+    the engine takes is its own declaration (`Engine.check_query_side`)."""
+    engine_class(engine).check_query_side(index, settings, encoder)
 
 
 class Searcher:
@@ -138,14 +117,14 @@ class Searcher:
                  candidates: int = 1000, reranker_options: dict | None = None,
                  bm25: tuple[float, float] | None = None, encoder_options: dict | None = None,
                  engine: str | None = None, engine_options: dict | None = None,
-                 device: str | None = None, dtype: str | None = None):
+                 device: str | None = None, dtype: str | None = None, encoded: bool = False):
         with placed(device, dtype) as placement:
             self.placement = placement
             self._open(index, encoder, reranker, store, interpolate, fusion, candidates, reranker_options, bm25,
-                       dict(encoder_options or {}), engine, dict(engine_options or {}))
+                       dict(encoder_options or {}), engine, dict(engine_options or {}), encoded)
 
     def _open(self, index, encoder, reranker, store, interpolate, fusion, candidates, reranker_options, bm25,
-              encoder_options, engine, engine_options):
+              encoder_options, engine, engine_options, encoded):
         if interpolate is not None:
             interpolate = checked("interpolate", interpolate, probability)
         candidates = checked("candidates", candidates, positive_int)
@@ -160,19 +139,25 @@ class Searcher:
             if not Path(path).exists() and not is_remote(path):
                 raise InputError(f"{path}: no such index folder")
         settings = None
-        if encoder is not None:  # resolved once: the family chooses the engine and the query side
+        if encoded:  # queries given encoded (`search --encoded`): `search_encoded` only
+            if encoder is not None:
+                raise InputError("encoded=True: the queries are already encoded; give no encoder")
+            settings, encoder = {"family": ENCODED}, "--encoded"
+        elif encoder is not None:  # resolved once: the family chooses the engine and the query side
             settings = encoder_settings(encoder, **encoder_options)
-        name = engine or choose_engine(index, settings and settings.get("family"))
+        name = engine or choose_engine(index, "splade" if encoded else settings and settings.get("family"))
+        if encoded and engine_class(name).query_kind == VECTOR:
+            raise InputError(f"encoded queries: engine {name!r} encodes query texts with its store's encoder")
         if name == "bm25":
             if bm25 is not None:
                 engine_options = {"k1": bm25[0], "b": bm25[1], **engine_options}
-            if is_bm25aug(settings):
+            if is_bm25aug(settings) or encoded:
                 engine_options.setdefault("pretokenized", True)
         elif bm25 is not None:
             raise InputError(f"bm25=(k1, b) applies to BM25 indexes, not to engine {name!r}")
         check_engine(name, engine_options)
         _check_pairing(shards or index, name, settings, encoder)
-        self.query_side = self._query_side(name, index, settings, encoder_options)
+        self.query_side = EncodedQueries() if encoded else self._query_side(name, index, settings, encoder_options)
         if name == "bm25" and is_bm25aug(settings):
             engine_options.setdefault("k1", self.query_side.bm25[0])
             engine_options.setdefault("b", self.query_side.bm25[1])
@@ -185,7 +170,7 @@ class Searcher:
 
     @staticmethod
     def _query_side(engine, index, settings, encoder_options):
-        if engine == "dense":
+        if engine_class(engine).query_kind == VECTOR:
             return DenseQueries(index, **encoder_options)
         if settings is None:
             return TextQueries()

@@ -24,23 +24,31 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .encoders.query import QueryEncoder
 from .core.cli import QUIET_HELP, progress_bar, quiet_libraries, run_main, set_threads, warn
 from .core.devices import activate, add_device_args, current
 from .core.errors import InputError
 from .core.options import positive_float, positive_int, refuse_foreign
-from .core.settings import UNSET, Setting
-from .models.configs import family_of
-from .models.configs import resolve_settings as resolved_config
-from .models.registry import declared
-from .core.parallel import process_shards, ray_shards
 from .core.outputs import JSON_LINES, QUERY_FILE, claim_output
+from .core.parallel import process_shards, ray_shards
 from .core.presets import available_presets
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
-from .core.writer import (DEFAULT_SHARD_SIZE, SHARD_FOLDER, TOPIC_PATH_TRAPS, ShardWriter, WithDenseStore, query_line, write_corpus_shards)
-from .encoders import build_encoder, families_reading, families_with_dense_side
+from .core.settings import UNSET, Setting
+from .core.writer import (
+    DEFAULT_SHARD_SIZE,
+    SHARD_FOLDER,
+    TOPIC_PATH_TRAPS,
+    ShardWriter,
+    WithDenseStore,
+    query_line,
+    write_corpus_shards,
+)
+from .encoders import families_reading, families_with_dense_side
+from .encoders.query import QueryEncoder
 from .encoders.recipes import CorpusShards, DenseShards
+from .models.configs import family_of
+from .models.configs import resolve_settings as resolved_config
 from .models.dense.config import SCHEMA as DENSE
+from .models.registry import declared
 from .stores.dense import DENSE_STORE, DenseStoreWriter
 
 

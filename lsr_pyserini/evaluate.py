@@ -27,7 +27,17 @@ import json
 from pathlib import Path
 
 from .core.cli import fail, run_main
-from .core.evaluation import (METRICS, SIGNIFICANCE_LEVEL, effectiveness, expected_overlap, format_table, index_statistics, marked_significant, parse_run_args, query_frequencies)
+from .core.evaluation import (
+    METRICS,
+    SIGNIFICANCE_LEVEL,
+    effectiveness,
+    expected_overlap,
+    format_table,
+    index_statistics,
+    marked_significant,
+    parse_run_args,
+    query_frequencies,
+)
 from .core.outputs import CSV_TABLE, JSON_TABLE, claim_output
 
 

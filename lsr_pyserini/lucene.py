@@ -142,7 +142,7 @@ def record_encoding(args: list[str], index: Path) -> None:
     except (AttributeError, OSError, ValueError, KeyError, TypeError):
         encoder = None  # not shards of ours (e.g. `prepare corpus` documents)
     if encoder is not None:
-        fields.update({"shards_manifest": str(manifest), "quantize": encoder.get("quantize", "none"),
+        fields.update({"shards_manifest": str(manifest), "encoder": encoder, "quantize": encoder.get("quantize", "none"),
                        **{k: v for k, v in encoder.items() if k.startswith("quantize_")}})
     atomic_write(record, [json.dumps(fields, indent=2) + "\n"])
 
@@ -217,7 +217,7 @@ def sharded_index(args: list[str]) -> str | None:
     position = option_position(args, ("--index", "-index"))
     if position is None or "," not in args[position] or os.path.exists(args[position]):
         return None
-    from .core.shards import BM25_REFUSAL, split_indexes
+    from .engines.sharded import BM25_REFUSAL, split_indexes
 
     if "--impact" not in args:
         raise InputError(BM25_REFUSAL)
@@ -383,7 +383,7 @@ def merge_runs_parser() -> argparse.ArgumentParser:
 
 
 def merge_runs_main(argv: list[str]) -> int:
-    from .core.shards import merge_runs
+    from .engines.sharded import merge_runs
 
     args = merge_runs_parser().parse_args(argv)
     paths = [path for path in args.runs.split(",") if path]

@@ -24,7 +24,15 @@ from .core.options import positive_int, probability
 from .core.outputs import TREC_RUN, claim_output
 from .core.readers import read_queries, read_run
 from .core.writer import run_lines
-from .rerankers import (add_reranker_options, available_rerankers, build_reranker, candidates_of, check_candidates, rerank, reranker_options)
+from .rerankers import (
+    add_reranker_options,
+    available_rerankers,
+    build_reranker,
+    candidates_of,
+    check_candidates,
+    rerank,
+    reranker_options,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

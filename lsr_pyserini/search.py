@@ -27,12 +27,11 @@ from .core.cli import QUIET_HELP, progress_bar, quiet_libraries, run_main
 from .core.devices import add_device_args
 from .core.errors import InputError
 from .core.hits import Run
-from .core.options import engine_option, non_negative_float, positive_float, positive_int
+from .core.options import engine_option, non_negative_float, positive_int
 from .core.outputs import TREC_RUN, claim_output
 from .core.writer import run_lines
-from .engines import available_engines
+from .engines import VECTOR, available_engines
 
-DEFAULT_TAGS = {"seismic": "seismic", "dense": "dense", "milvus": "milvus"}  # else Pyserini's "Anserini"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,34 +82,24 @@ def read_topics(args) -> tuple[list[str], list]:
 
 
 def open_search(args):
-    """(engine name, a function (qids, queries, k) -> Run) for the arguments; bad input refused in one
-    line before any model is loaded."""
-    from .api import Searcher, _check_pairing, _shard_list, choose_engine
-    from .engines import build_engine, check_engine
+    """(the engine, a function (qids, queries, k) -> Run) for the arguments, through the API's
+    `Searcher`; bad input refused in one line before any model is loaded."""
+    from .api import Searcher
 
     options = dict(args.engine_option)
     if args.k1 is not None or args.b is not None:
         options.update({k: v for k, v in (("k1", args.k1), ("b", args.b)) if v is not None})
-    index = _shard_list(args.index) or args.index
-    if args.encoded:
-        name = args.engine or choose_engine(index, "splade")
-        if name == "dense":
-            raise InputError("--encoded: the dense engine encodes query texts with its store's encoder")
-        if name == "bm25":
-            options.setdefault("pretokenized", True)
-        else:
-            _check_pairing(index, name, {"family": "encoded"}, "--encoded")
-        check_engine(name, options)
-        engine = build_engine(name, index, options)
-        return name, lambda qids, queries, k: engine.search(qids, queries, k, args.threads)
-    searcher = Searcher(index, encoder=args.encoder, engine=args.engine, engine_options=options,
-                        device=args.device, dtype=args.dtype)
+    searcher = Searcher(args.index, encoder=args.encoder, engine=args.engine, engine_options=options,
+                        device=args.device, dtype=args.dtype, encoded=args.encoded)
 
-    def search(qids, texts, k) -> Run:
-        hits = searcher.batch_search(texts, qids, k=k, threads=args.threads)
+    def search(qids, queries, k) -> Run:
+        if args.encoded:
+            hits = searcher.search_encoded([""] * len(qids), qids, queries, k=k, threads=args.threads)
+        else:
+            hits = searcher.batch_search(queries, qids, k=k, threads=args.threads)
         return {qid: [(hit.docid, hit.score) for hit in hits[qid]] for qid in qids}
 
-    return searcher.engine.name, search
+    return searcher.engine, search
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -118,9 +107,10 @@ def main(argv: list[str] | None = None) -> None:
     quiet_libraries(args.quiet)
     output = claim_output(args.output, TREC_RUN, args.overwrite)
     qids, queries = read_topics(args)
-    name, search = open_search(args)
-    tag = args.tag or DEFAULT_TAGS.get(name, "Anserini")
-    step = len(qids) if name == "dense" else args.batch_size  # dense: length-ordered batches of the whole file
+    engine, search = open_search(args)
+    name = engine.name
+    tag = args.tag or engine.run_tag
+    step = len(qids) if engine.query_kind == VECTOR else args.batch_size  # dense: length-ordered batches of the whole file
     run: Run = {}
     started = time.perf_counter()
     with progress_bar(len(qids), args.quiet, "query", desc=f"searching ({name})") as progress:

@@ -25,7 +25,15 @@ from .core.cli import QUIET_HELP, progress_bar, quiet_messages, run_main
 from .core.options import float_in, int_in, positive_float, positive_int
 from .core.outputs import TREC_RUN, claim_output
 from .core.writer import run_lines
-from .stores.seismic import (LARGE_VOCABULARY_CHOICES, SeismicBuild, SeismicSearcher, build_seismic_index, read_impact_queries, require_seismic, vector_bytes)
+from .stores.seismic import (
+    LARGE_VOCABULARY_CHOICES,
+    SeismicBuild,
+    SeismicSearcher,
+    build_seismic_index,
+    read_impact_queries,
+    require_seismic,
+    vector_bytes,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

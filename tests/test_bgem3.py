@@ -18,7 +18,6 @@ from lsr_pyserini.encoders import build_encoder
 from lsr_pyserini.models.bgem3.config import HYBRID_WEIGHTS
 from lsr_pyserini.models.bgem3.encoder import BgeM3Encoder
 from lsr_pyserini.models.bgem3.model import BgeM3Model, hybrid_score, term_for_piece
-from lsr_pyserini.core.presets import load_preset
 from lsr_pyserini.encoders.query import encoder_settings
 from lsr_pyserini.core.writer import manifest_path, quantize
 

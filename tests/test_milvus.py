@@ -150,7 +150,7 @@ def test_other_input_into_a_collection_is_refused_and_leaves_it_as_it_was(sample
     # searched with another encoder than its documents': one line before any query
     searched = run_tool("search", "--index", sample["db"], "--engine-option", "collection=sample", "--topics",
                         QUERIES, "--encoder", tiny_preset, "--output", tmp_path / "run.txt")
-    assert "was encoded with model 'python-package:cognition/model'" in one_error_line(searched)
+    assert "encoded with model 'python-package:cognition/model'" in one_error_line(searched)
 
 
 def test_faults_are_one_line_and_create_nothing(sample, tmp_path, monkeypatch):

@@ -326,7 +326,7 @@ def test_training_steps_run_with_the_files_thread_count_whatever_threads_says(ti
     import subprocess
 
     from lsr_pyserini import regress
-    from lsr_pyserini. import regression
+    from lsr_pyserini import regression
 
     spec = {"collection": tiny_collection.name, "train_threads": 1, "qrels": "{data}/qrels.test.trec",
             "steps": ["train splade --queries {data}/q.tsv --output {work}/model --threads {train_threads}",

@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO, SAMPLE, error_lines, run_tool
 
 from lsr_pyserini.core.errors import InputError
-from lsr_pyserini.core.shards import adjust_ties, merge_hits, raw_score, topic_order, ShardRun
+from lsr_pyserini.engines.sharded import adjust_ties, merge_hits, raw_score, topic_order, ShardRun
 
 # Runs several `lucene` commands in one process (one JVM start instead of one per command).
 DRIVER = """

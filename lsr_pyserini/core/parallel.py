@@ -2,7 +2,7 @@
 this machine) and `--ray` (a pool of Ray Data actors, on this machine or a Ray cluster).
 
 Both are an `encode_shards` for `core.writer.write_corpus_shards`: they take the pending
-(index, documents) shards, have a *recipe* (`encoders/shards.py`: picklable settings with `load()`,
+(index, documents) shards, have a *recipe* (`encoders/recipes.py`: picklable settings with `load()`,
 `encode(texts)` and `records(shard, encoded)`) encode them where the model is, and yield
 (index, documents, records) in shard order. This process stays the one writer: the same shard
 files, checksums and manifest as one process, written in order, so an interrupted run resumes

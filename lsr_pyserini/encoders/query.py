@@ -13,11 +13,9 @@ queries (engines/base.py says what each engine takes).
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 from ..core.length_order import encode_in_length_order
 from ..core.errors import InputError
-from ..core.options import checked, positive_int
 from ..models.configs import resolve_settings
 from ..models.dense.queries import DenseQueries  # noqa: F401  (the dense query side, with the others)
 from ..models.settings import QUERY_MAX_LENGTH
@@ -95,6 +93,16 @@ class QueryEncoder:
         longest = int(self.settings.get("query_max_length") or QUERY_MAX_LENGTH.default)
         self.batch_encode([" ".join(["a"] * words) for words in range(1, longest - 1)])
         return longest - 2
+
+
+class EncodedQueries:
+    """Queries given already encoded (`search --encoded`): a Searcher with it takes them through
+    `search_encoded` only."""
+
+    makes = IMPACTS
+
+    def queries(self, qids: list[str], texts: list[str]) -> list:
+        raise InputError("this Searcher takes encoded queries (encoded=True): use search_encoded")
 
 
 class TextQueries:

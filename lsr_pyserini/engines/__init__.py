@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 
 from ..core.errors import InputError
-from .base import ENGINES, IMPACTS, TEXT, VECTOR, Engine, register
+from .base import ENGINE_CLASSES, ENGINES, IMPACTS, TEXT, VECTOR, Engine, register
 
 
 
@@ -45,6 +45,12 @@ def check_engine(name: str, options: dict) -> None:
                          f"(options: {', '.join(known) or 'none'})")
 
 
+def engine_class(name: str) -> type[Engine]:
+    """The class of engine `name`: what it takes (query kind, several indexes, ...) is declared there."""
+    check_engine(name, {})
+    return ENGINE_CLASSES[name]
+
+
 def build_engine(name: str, index, options: dict | None = None) -> Engine:
     """The engine `name` over `index` (a path; a list of paths for `sharded`)."""
     options = dict(options or {})
@@ -53,4 +59,4 @@ def build_engine(name: str, index, options: dict | None = None) -> Engine:
 
 
 __all__ = ["Engine", "ENGINES", "IMPACTS", "TEXT", "VECTOR", "available_engines",
-           "build_engine", "check_engine", "engine_options_of", "register"]
+           "build_engine", "check_engine", "engine_class", "engine_options_of", "register"]

@@ -13,12 +13,20 @@ An engine also gives a document's text where its index or its source keeps it (`
 terms that made a document match (`explain`). Engines do no query encoding: the query side
 (`encoders/query.py`) and the API put the two together.
 
-A new engine is one file in `engines/` with a builder registered under its name, `@register(NAME)`,
-listed in `engines/__init__.py`'s `_load_engines`; the builder's keyword arguments are the
-`engine_options` (and `--engine-option` keys) it reads.
+Each engine says what it takes on its class, and nothing else keeps tables keyed by engine name:
+`query_kind`, `several_indexes` (a list of indexes: sharded), `run_tag` (what `search` writes as a
+run's tag), `scores` (what a score is, as the service reports it: impact, tf or dense);
+`check_query_side` refuses an encoder whose queries it cannot take (before any model loads), and
+`check_encoder` a query encoder other than the one its documents were encoded with, where the index
+records it (`document_side`).
+
+A new engine is one file in `engines/` with a builder registered under its name with its class,
+`@register(NAME, EngineClass)`, listed in `engines/__init__.py`'s `_load_engines`; the builder's
+keyword arguments are the `engine_options` (and `--engine-option` keys) it reads.
 """
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Callable
@@ -26,24 +34,79 @@ from typing import Callable
 import numpy as np
 
 from ..core.errors import InputError
+from ..core.writer import manifest_path
 from ..core.hits import Run, TermMatch
 
 IMPACTS, TEXT, VECTOR = "impacts", "text", "vector"
 ENGINES: dict[str, Callable[..., "Engine"]] = {}
+ENGINE_CLASSES: dict[str, type["Engine"]] = {}
+# what a query encoder and an index's documents must share for the query's terms to mean what the
+# documents' do (the settings of the document side alone, lengths and cuts, may differ)
+QUERY_SIDE = ("family", "model", "pooling")
 
 
-def register(name: str):
-    """Register an engine builder `(index, **options) -> Engine` under `name`."""
+def register(name: str, kind: type["Engine"]):
+    """Register an engine builder `(index, **options) -> Engine` under `name`, with its class (what
+    the engine takes is declared there)."""
     def decorator(builder):
         ENGINES[name] = builder
+        ENGINE_CLASSES[name] = kind
         return builder
 
     return decorator
 
 
+def same_setting(key: str, recorded, given) -> bool:
+    """Whether a recorded document-side setting equals the query encoder's (models by their folder)."""
+    if key != "model" or recorded == given:
+        return recorded == given
+    from ..core.presets import resolve_model
+
+    try:
+        return Path(resolve_model(str(recorded))).resolve() == Path(resolve_model(str(given))).resolve()
+    except InputError:
+        return False
+
+
+def refuse_other_encoder(recorded: dict | None, settings: dict, where: str, keys: tuple[str, ...] = QUERY_SIDE) -> None:
+    """One line when the query encoder's `settings` differ from the documents' `recorded` encoder in a
+    setting of `keys` (nothing to check where an index records no encoder, or for queries given
+    already encoded)."""
+    if not recorded or settings.get("family") == ENCODED:
+        return
+    for key in keys:
+        if key in recorded and key in settings and not same_setting(key, recorded[key], settings[key]):
+            raise InputError(f"{where}: its documents were encoded with {key} {recorded[key]!r}, not "
+                             f"{settings[key]!r}: search it with the encoder of its documents")
+
+
+ENCODED = "encoded"  # the family of queries given already encoded (`search --encoded`): nothing to check
+
+
 class Engine(ABC):
     name: str = ""
-    query_kind: str = IMPACTS
+    query_kind: str = IMPACTS   # impacts {term: int}, text (or a {term: boost} bag) or a vector
+    several_indexes = False     # searches a list of indexes (sharded)
+    run_tag = "Anserini"        # `search`'s default run tag (Pyserini's)
+    scores = "impact"           # what a score is, as the service says: impact, tf (BM25) or dense
+
+    @classmethod
+    def check_query_side(cls, index, settings: dict | None, encoder: str | None) -> None:
+        """One line for an encoder (its resolved `settings`, None for none) whose queries this engine
+        cannot take, checked before anything is loaded."""
+        if isinstance(index, list) and not cls.several_indexes:
+            raise InputError(f"engine {cls.name!r} searches one index; several shard indexes: engine 'sharded'")
+        family = None if settings is None else settings.get("family")
+        if cls.query_kind == IMPACTS:
+            if settings is None:
+                raise InputError(f"{index} is searched by engine {cls.name!r}: give the encoder of its documents' "
+                                 f"impacts (encoder=..., e.g. 'splade-tiny')")
+            if family == "bm25aug":
+                raise InputError(f"encoder {encoder!r} is a bm25aug model: it searches a WordPiece BM25 index "
+                                 f"(engine 'bm25'), not engine {cls.name!r}")
+        elif cls.query_kind == VECTOR and settings is not None:
+            raise InputError(f"engine {cls.name!r} encodes queries as its store's manifest says: give no encoder "
+                             f"(encoder_options may set model, batch_size)")
 
     @abstractmethod
     def search(self, qids: list[str], queries: list, k: int, threads: int = 1) -> Run:
@@ -64,9 +127,13 @@ class Engine(ABC):
     def describe(self) -> dict:
         return {"engine": self.name}
 
+    def document_side(self) -> dict | None:
+        """The encoder the index's documents were encoded with, where the index records it."""
+        return None
+
     def check_encoder(self, settings: dict) -> None:
-        """InputError when the query encoder's `settings` cannot be the documents' (an engine that
-        records the documents' encoder checks it; the others trust the caller)."""
+        """InputError when the query encoder's `settings` cannot be the documents' encoder."""
+        refuse_other_encoder(self.document_side(), settings, getattr(self, "path", self.name))
 
     def close(self) -> None:
         pass
@@ -86,6 +153,9 @@ class FromInputShards:
 
     def input_folder(self) -> Path:
         raise NotImplementedError
+
+    def document_side(self) -> dict | None:
+        return shards_encoder(self.input_folder())
 
     @property
     def shards(self):
@@ -113,3 +183,20 @@ class FromInputShards:
 
     def doc(self, docid: str) -> str | None:
         return self.shards.text(docid)
+
+
+def shards_encoder(folder: Path | str | None) -> dict | None:
+    """The encoder `encode corpus` recorded in the manifest of the shards in `folder` (None when there
+    is no readable manifest)."""
+    if not folder:
+        return None
+    return manifest_encoder(manifest_path(Path(str(folder))))
+
+
+def manifest_encoder(manifest: Path | str) -> dict | None:
+    """The encoder a shards' manifest file records (None when unreadable)."""
+    try:
+        encoder = json.loads(Path(manifest).read_text())["settings"]["encoder"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return encoder if isinstance(encoder, dict) else None

@@ -12,6 +12,8 @@ from .base import VECTOR, Engine, register
 class DenseEngine(Engine):
     name = "dense"
     query_kind = VECTOR
+    run_tag = "dense"
+    scores = "dense"
 
     def __init__(self, index: str):
         from ..stores.dense import DenseStore
@@ -30,6 +32,6 @@ class DenseEngine(Engine):
         return {"engine": self.name, "store": self.path, "documents": self.documents}
 
 
-@register("dense")
+@register("dense", DenseEngine)
 def build(index: str) -> DenseEngine:
     return DenseEngine(index)

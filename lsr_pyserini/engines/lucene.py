@@ -24,9 +24,9 @@ import json
 
 from ..core.errors import InputError
 from ..core.hits import Run, TermMatch, run_precision
-from ..core.indexes import IMPACT, lucene_index_kind, shards_folder
+from ..core.indexes import BM25, IMPACT, encoding_record, lucene_index_kind, shards_folder
 from ..core.java import on_jvm_thread
-from .base import IMPACTS, TEXT, Engine, register, sorted_matches
+from .base import ENCODED, IMPACTS, TEXT, Engine, manifest_encoder, register, sorted_matches
 
 CONTENTS = "contents"
 PYSERINI_BM25 = (0.9, 0.4)
@@ -152,6 +152,19 @@ class LuceneImpactEngine(Engine):
     name = "lucene"
     query_kind = IMPACTS
 
+    @classmethod
+    def check_query_side(cls, index, settings: dict | None, encoder: str | None) -> None:
+        if settings is None and not isinstance(index, list):
+            raise InputError(f"{index} is an impact index: give the encoder of its documents' impacts (encoder=..., "
+                             f"e.g. 'splade-tiny')")
+        super().check_query_side(index, settings, encoder)
+        if lucene_index_kind(index) == BM25:
+            raise InputError(f"{index} is a BM25 index: search it without an encoder (encoder {encoder!r} gives "
+                             f"impacts, which BM25 term frequencies do not match)")
+
+    def document_side(self) -> dict | None:
+        return recorded_encoder(self.path)
+
     def __init__(self, index: str, min_idf: float = 0):
         self.path, self.min_idf = str(index), min_idf
         on_jvm_thread(self._open)
@@ -216,6 +229,17 @@ class LuceneImpactEngine(Engine):
 class Bm25Engine(Engine):
     name = "bm25"
     query_kind = TEXT
+    scores = "tf"
+
+    @classmethod
+    def check_query_side(cls, index, settings: dict | None, encoder: str | None) -> None:
+        super().check_query_side(index, settings, encoder)
+        if settings is not None and settings.get("family") not in ("bm25aug", ENCODED):
+            if lucene_index_kind(index) == IMPACT:
+                raise InputError(f"{index} is an impact index: search it with engine 'lucene' (BM25 takes no encoder, "
+                                 f"or a bm25aug checkpoint)")
+            raise InputError(f"encoder {encoder!r} makes impact queries, but {index} is searched with BM25: "
+                             f"a BM25 index takes no encoder, or a bm25aug checkpoint")
 
     def __init__(self, index: str, k1: float = PYSERINI_BM25[0], b: float = PYSERINI_BM25[1],
                  pretokenized: bool = False):
@@ -275,6 +299,15 @@ class Bm25Engine(Engine):
         on_jvm_thread(self.searcher.close)
 
 
+def recorded_encoder(index) -> dict | None:
+    """The document encoder an impact index's record names: its own copy, else the manifest of the
+    `encode corpus` shards it was built from (an index built elsewhere records none)."""
+    record = encoding_record(index) or {}
+    if isinstance(record.get("encoder"), dict):
+        return record["encoder"]
+    return manifest_encoder(record["shards_manifest"]) if record.get("shards_manifest") else None
+
+
 def check_lucene_index(index, engine: str) -> str:
     """The index's kind (core/indexes.py), refusing a folder that is not a Lucene index, in one line."""
     if isinstance(index, (list, tuple)):
@@ -282,13 +315,13 @@ def check_lucene_index(index, engine: str) -> str:
     return lucene_index_kind(index)
 
 
-@register("lucene")
+@register("lucene", LuceneImpactEngine)
 def build_lucene(index: str, min_idf: float = 0) -> LuceneImpactEngine:
     check_lucene_index(index, "lucene")
     return LuceneImpactEngine(index, min_idf)
 
 
-@register("bm25")
+@register("bm25", Bm25Engine)
 def build_bm25(index: str, k1: float = PYSERINI_BM25[0], b: float = PYSERINI_BM25[1],
                pretokenized: bool = False) -> Bm25Engine:
     if check_lucene_index(index, "bm25") == IMPACT and not pretokenized:

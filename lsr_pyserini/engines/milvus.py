@@ -11,7 +11,7 @@ from pathlib import Path
 from ..core.errors import InputError
 from ..core.hits import Run, TermMatch, run_precision
 from ..core.options import checked, finite_float, float_in, positive_int
-from .base import IMPACTS, Engine, FromInputShards, register
+from .base import IMPACTS, Engine, FromInputShards, refuse_other_encoder, register
 
 # encoder settings that decide a document's impacts (the query side's own keys may differ)
 DOCUMENT_SIDE = ("family", "model", "pooling", "doc_max_length", "doc_top_k")
@@ -20,6 +20,7 @@ DOCUMENT_SIDE = ("family", "model", "pooling", "doc_max_length", "doc_top_k")
 class MilvusEngine(FromInputShards, Engine):
     name = "milvus"
     query_kind = IMPACTS
+    run_tag = "milvus"
 
     def __init__(self, index: str, collection: str, token: str | None = None, min_idf: float = 0,
                  drop_ratio_search: float = 0.0, replicas: int | None = None):
@@ -40,13 +41,11 @@ class MilvusEngine(FromInputShards, Engine):
 
     def check_encoder(self, settings: dict) -> None:
         """One line when the query encoder is not the one the collection's documents were encoded with."""
-        recorded = self.collection.manifest.get("encoder") or {}
-        differing = [key for key in DOCUMENT_SIDE if key in recorded and key in settings
-                     and recorded[key] != settings[key]]
-        if differing:
-            key = differing[0]
-            raise InputError(f"{self.path}: collection {self.collection.name!r} was encoded with {key} "
-                             f"{recorded[key]!r}, not {settings[key]!r}: search it with its own encoder")
+        refuse_other_encoder(self.document_side(), settings, f"{self.path}: collection {self.collection.name!r}",
+                             DOCUMENT_SIDE)
+
+    def document_side(self) -> dict | None:
+        return self.collection.manifest.get("encoder") or None
 
     def input_folder(self) -> Path:
         return Path(str(self.collection.manifest.get("input", "")))
@@ -68,7 +67,7 @@ class MilvusEngine(FromInputShards, Engine):
         self.collection.close()
 
 
-@register("milvus")
+@register("milvus", MilvusEngine)
 def build(index: str, collection: str = "", token: str | None = None, min_idf: float = 0,
           drop_ratio_search: float = 0.0, replicas: int | None = None) -> MilvusEngine:
     """`collection`: its name (required); `token`: a secured cluster's; `min_idf`: as Lucene's;

@@ -17,6 +17,7 @@ from .base import IMPACTS, Engine, FromInputShards, register
 class SeismicEngine(FromInputShards, Engine):
     name = "seismic"
     query_kind = IMPACTS
+    run_tag = "seismic"
 
     def __init__(self, index: str, query_cut: int | None = None, heap_factor: float = 1.0):
         from ..stores.seismic import SeismicSearcher
@@ -51,6 +52,6 @@ class SeismicEngine(FromInputShards, Engine):
                 "heap_factor": self.heap_factor, "exact": bool(self.searcher.manifest.get("exact"))}
 
 
-@register("seismic")
+@register("seismic", SeismicEngine)
 def build(index: str, query_cut: int | None = None, heap_factor: float = 1.0) -> SeismicEngine:
     return SeismicEngine(index, query_cut, heap_factor)

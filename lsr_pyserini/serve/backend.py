@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..api import Searcher
 from ..core.errors import InputError, NotFound
-from ..core.hits import Hit
+from ..core.hits import Hit, run_precision
 from ..core.outputs import folder_bytes
 from ..engines.base import VECTOR
 from .batching import Closed, MicroBatcher, Overloaded
@@ -27,7 +27,6 @@ from .config import IndexSpec, ServiceConfig
 
 logger = logging.getLogger(__name__)
 WARM_QUERIES = ("what is the effect of vitamin d on bone density", "a")
-KINDS = {"lucene": "impact", "sharded": "impact", "seismic": "impact", "bm25": "tf", "dense": "dense"}
 
 __all__ = ["Backend", "Overloaded", "NotFound", "NotReady"]
 
@@ -144,7 +143,7 @@ class Backend:
         return self._slots[name]
 
     def kind(self, name: str) -> str:
-        return KINDS.get(self.slot(name).searcher.engine.name, "impact")
+        return self.slot(name).searcher.engine.scores  # what the engine says its scores are
 
     def status(self, name: str) -> dict:
         slot = self.slot(name)
@@ -179,6 +178,36 @@ class Backend:
             except Closed:
                 time.sleep(0.001)
         raise Overloaded()
+
+    def explain(self, name: str, text: str, docids: list[str]) -> list[dict]:
+        """The named documents' matching terms for `text`, from the index's engine (the first stage
+        when the index is re-ranked); the score of a document that matches no term is 0. NotFound
+        names a document the index does not hold."""
+        searcher = self.slot(name).searcher
+        query = searcher.encode_queries([text], ["q"])[0]
+        try:
+            matched = searcher.engine.explain(query, docids)
+        except InputError as err:  # the engine's message names the index's folder: name the document instead
+            if "no document" not in str(err):
+                raise
+            for docid in docids:
+                try:
+                    searcher.engine.explain(query, [docid])
+                except InputError:
+                    raise NotFound(f"document {docid!r}: not in index {name!r}") from None
+            raise
+        reranked = searcher.reranker is not None
+        explained = []
+        for docid in docids:
+            terms = matched.get(docid, ())
+            score = run_precision(sum(term.contribution for term in terms))
+            explained.append({"docid": docid, "score": None if reranked else score,
+                              "first_stage_score": score if reranked else None,
+                              "explained": "first_stage" if reranked else "score",
+                              "terms": [{"term": m.term, "query_weight": m.query_weight,
+                                         "document_weight": m.document_weight, "contribution": m.contribution}
+                                        for m in terms]})
+        return explained
 
     async def search(self, name: str, text: str, hits: int = 10, qid: str = "", explain: bool = False) -> dict:
         return (await self.search_many(name, [(qid, text)], hits, explain))[0]

@@ -26,11 +26,10 @@ from pydantic import BaseModel, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from .. import __version__
-from ..core.errors import InputError, NotFound
-from ..core.hits import run_precision
+from ..core.errors import InputError
 from .backend import Backend, NotReady
 from .batching import Overloaded
-from .rest import is_union_tag
+from .rest import TermContribution, is_union_tag
 
 logger = logging.getLogger(__name__)
 READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
@@ -53,13 +52,6 @@ class SearchHit(BaseModel):
 class Document(BaseModel):
     docid: str
     text: str
-
-
-class TermContribution(BaseModel):
-    term: str
-    query_weight: float
-    document_weight: float
-    contribution: float = Field(description="this term's part of the score")
 
 
 class ExplainedHit(BaseModel):
@@ -188,37 +180,10 @@ def create_mcp(backend: Backend) -> FastMCP:
                                  first_stage_score=hit.get("first_stage_score"), explained=hit["explained"],
                                  terms=hit["terms"])
                     for rank, hit in enumerate(found["candidates"], 1)]
-        return await anyio.to_thread.run_sync(explain_documents, backend, index_name, text,
-                                              list(dict.fromkeys(docids)))
+        explained = await anyio.to_thread.run_sync(backend.explain, index_name, text,
+                                                   list(dict.fromkeys(docids)))
+        return [ExplainedHit(**hit) for hit in explained]
 
     return mcp
 
 
-def explain_documents(backend: Backend, name: str, text: str, docids: list[str]) -> list[ExplainedHit]:
-    """The named documents' matching terms for `text`, from the index's engine (the first stage
-    when the index is re-ranked); the score of a document that matches no term is 0."""
-    searcher = backend.slot(name).searcher
-    query = searcher.encode_queries([text], ["q"])[0]
-    try:
-        matched = searcher.engine.explain(query, docids)
-    except InputError as err:  # the engine's message names the index's folder: name the document instead
-        if "no document" not in str(err):
-            raise
-        for docid in docids:
-            try:
-                searcher.engine.explain(query, [docid])
-            except InputError:
-                raise NotFound(f"document {docid!r}: not in index {name!r}") from None
-        raise
-    reranked = searcher.reranker is not None
-    explained = []
-    for docid in docids:
-        terms = matched.get(docid, ())
-        score = run_precision(sum(term.contribution for term in terms))
-        explained.append(ExplainedHit(docid=docid, score=None if reranked else score,
-                                      first_stage_score=score if reranked else None,
-                                      explained="first_stage" if reranked else "score",
-                                      terms=[TermContribution(term=m.term, query_weight=m.query_weight,
-                                                              document_weight=m.document_weight,
-                                                              contribution=m.contribution) for m in terms]))
-    return explained

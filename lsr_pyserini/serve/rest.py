@@ -55,10 +55,12 @@ class QueryInfo(BaseModel):
 
 
 class TermContribution(BaseModel):
+    """One matching term of a hit (core.hits.TermMatch), in REST and MCP answers alike."""
+
     term: str
     query_weight: float
     document_weight: float
-    contribution: float
+    contribution: float = Field(description="this term's part of the score")
 
 
 class Candidate(BaseModel):

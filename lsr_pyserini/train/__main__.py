@@ -17,14 +17,21 @@ import sys
 
 from ..core.cli import QUIET_HELP, quiet_libraries, run_main, set_threads
 from ..core.devices import activate, add_device_args
-from ..core.options import (int_in, non_negative_int, positive_float, positive_int, probability, random_seed, refuse_foreign)
+from ..core.options import (
+    int_in,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    probability,
+    random_seed,
+    refuse_foreign,
+)
 from ..core.settings import UNSET
 from ..models.configs import base_settings
 from ..models.registry import schema_of
 from . import load_families
 from .data import TrainingData
 from .loop import claim_training_output, seed_everything, train
-
 
 TEACHER_OPTIONS = ("--teacher", "--teacher-scale")
 

@@ -10,11 +10,19 @@ from __future__ import annotations
 import logging
 import random
 from contextlib import closing
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.readers import (InputError, check_unique, parse_number, read_corpus, read_qrels_rows, read_queries, read_rows, read_run, text_lines)
-
+from ..core.readers import (
+    InputError,
+    check_unique,
+    parse_number,
+    read_corpus,
+    read_qrels_rows,
+    read_queries,
+    read_rows,
+    read_run,
+    text_lines,
+)
 from ..models.base import Batch  # noqa: F401  (the batches this path makes)
 
 log = logging.getLogger(__name__)

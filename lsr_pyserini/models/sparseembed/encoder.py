@@ -24,7 +24,7 @@ from ...core.errors import InputError
 from ...core.devices import cpu_state_dict, current
 from ...core.hf import FAMILY_FILE, load_masked_lm, load_tokenizer
 from ...core.presets import resolve_model
-from ...kernels.int8 import Int8Projection, checked_quantize, projection_engine
+from ...kernels.int8 import Int8Projection, projection_engine
 from ...kernels.int8 import describe as describe_quantize
 from ..registry import encoder as register
 from .config import DIMENSIONS, SCHEMA

@@ -20,7 +20,7 @@ from ...core.errors import InputError
 from ...core.devices import current, placed
 from ...core.hf import check_family, load_quietly, load_tokenizer, model_error
 from ...core.presets import resolve_model
-from ...kernels.int8 import checked_quantize, quantize_linears
+from ...kernels.int8 import quantize_linears
 from ...kernels.int8 import describe as describe_quantize
 from ..registry import encoder as register
 from .config import SCHEMA
