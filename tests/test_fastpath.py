@@ -1,4 +1,4 @@
-"""Single-query fast paths (core/fastpath.py): the checked trace of the transformer and the packed
+"""Single-query fast paths (kernels/fastpath.py): the checked trace of the transformer and the packed
 projection answer queries (each length is driven several times, so that they do, and the test
 counts their answers) with the eager code's float vectors bit for bit, on the real SPLADE-tiny and
 the real MiniLM and on a tiny model; a trace that differs, or inputs other than the model's

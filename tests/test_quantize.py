@@ -145,6 +145,7 @@ def test_real_splade_tiny_int8_impacts_equal_float32(shared_data):
     from lsr_pyserini.api import QueryEncoder
     from lsr_pyserini.core.length_order import encode_in_length_order
     from lsr_pyserini.core.presets import load_preset
+    from lsr_pyserini.encoders.query import encoder_settings
     from lsr_pyserini.core.readers import document_text
     from lsr_pyserini.encoders import build_encoder
 
@@ -154,7 +155,7 @@ def test_real_splade_tiny_int8_impacts_equal_float32(shared_data):
     texts = [document_text(document) for document in documents]
     queries = [line.split("\t", 1)[1] for line in
                (shared_data / "scifact" / "queries.test.tsv").read_text(encoding="utf-8").splitlines()]
-    settings = load_preset("splade-tiny")
+    settings = encoder_settings("splade-tiny")
     plain, int8 = build_encoder(settings), build_encoder({**settings, "quantize": "int8"})
     assert int8.describe()["quantize"] == "int8" and int8.model._int8 is not None
 

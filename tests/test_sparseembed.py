@@ -77,7 +77,8 @@ def test_embedding_score_sums_shared_terms_only():
 
 
 def test_training_saves_heads_and_refuses_another_dimension(trained, tmp_path, negatives):
-    assert json.loads((trained / "lsr_family.json").read_text()) == {"family": "sparseembed", "dim": 16}
+    marker = json.loads((trained / "lsr_family.json").read_text())
+    assert (marker["family"], marker["dim"], marker["config"]["doc_max_length"]) == ("sparseembed", 16, 48)
     summary = json.loads((trained / "lsr_training.json").read_text())
     assert summary["steps"] == 3 and {"emb", "sparse", "doc_terms"} <= set(summary["final"])
     assert SparseEmbedModel(str(trained)).dim == 16
@@ -222,13 +223,11 @@ def test_refusals(trained, store, negatives, tmp_path, tiny_mlm, capsys):
 def family(base, **options):
     import argparse
 
-    from lsr_pyserini.models.sparseembed.training import SparseEmbedFamily, add_arguments
+    from lsr_pyserini.models.sparseembed.config import SCHEMA
+    from lsr_pyserini.models.sparseembed.training import TRAINING, SparseEmbedFamily
 
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    args = parser.parse_args([f"--{k.replace('_', '-')}={v}" for k, v in options.items() if v is not True] +
-                             [f"--{k.replace('_', '-')}" for k, v in options.items() if v is True])
-    args.seed = 0
+    lengths = {name: SCHEMA[name].default for name in ("doc_max_length", "query_max_length", "doc_top_k", "query_top_k")}
+    args = argparse.Namespace(**{**TRAINING.defaults(), **lengths, **options, "seed": 0})
     return SparseEmbedFamily(str(base), args)
 
 

@@ -61,7 +61,7 @@ def test_splade_pooling_without_the_full_logits_has_the_same_values_and_gradient
         return torch.log1p(torch.relu(logits.masked_fill(padding, float("-inf")).amax(1)))
 
     expected, expected_grads = gradients(direct)
-    got, got_grads = gradients(lambda: family.represent(texts, 32))
+    got, got_grads = gradients(lambda: family.splade.represent(texts, "documents"))
     assert (expected > 0).sum() > 10 and torch.allclose(got, expected, atol=1e-5)
     assert len(got_grads) == len(expected_grads)
     for g, e in zip(got_grads, expected_grads):  # parameters with no real gradient (key biases) hold float noise
@@ -69,10 +69,10 @@ def test_splade_pooling_without_the_full_logits_has_the_same_values_and_gradient
 
 
 def test_take_rows_backward_repeats_at_two_threads_and_is_indexing_at_one():
-    """encoders/splade.take_rows: indexing's backward (`table[ids]`) adds a repeated row's gradients
+    """kernels/vocabulary.take_rows: indexing's backward (`table[ids]`) adds a repeated row's gradients
     in an order that varies between runs at 2 threads; the embedding lookup's does not, and gives
     the bits indexing gives at 1 thread (docs/reproducibility.md)."""
-    from lsr_pyserini.models.splade.encoder import take_rows
+    from lsr_pyserini.kernels.vocabulary import take_rows
 
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 500, (8, 256), generator=generator)  # many repeats

@@ -1,6 +1,6 @@
 """The `dense` engine: exact inner-product search of every document vector in a dense store
 (faiss `IndexFlatIP`, `encode dense` or `encode corpus --dense-store`). Queries are float32
-vectors, encoded as the store's manifest says its documents were (`encoders/dense.py`)."""
+vectors, encoded as the store's manifest says its documents were (`models/dense/encoder.py`)."""
 from __future__ import annotations
 
 import numpy as np

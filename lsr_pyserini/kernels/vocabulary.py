@@ -21,23 +21,26 @@ class _HeadInput(Exception):
 
 
 class HeadStop:
-    """A masked LM that stops at its output-embedding layer: `hidden(encoded)` returns what that
-    layer would read (batch x length x hidden, with gradient when enabled), the projection itself
-    never running. The hook is installed once, on construction."""
+    """A masked LM run up to its output-embedding layer: calling it with a tokenizer batch returns
+    what that layer would read (batch x length x hidden, with gradient when enabled), the projection
+    itself never running. The stopping hook is there only during the call: the model's own forward
+    pass (full logits) works as ever."""
 
     def __init__(self, mlm):
         self.mlm = mlm
-        mlm.get_output_embeddings().register_forward_pre_hook(self._stop)
 
     @staticmethod
     def _stop(_module, inputs):
         raise _HeadInput(inputs[0])
 
     def __call__(self, encoded) -> torch.Tensor:
+        hook = self.mlm.get_output_embeddings().register_forward_pre_hook(self._stop)
         try:
             self.mlm(**encoded)
         except _HeadInput as stop:
             return stop.hidden
+        finally:
+            hook.remove()
         raise RuntimeError("the model never reached its output-embedding layer")
 
 

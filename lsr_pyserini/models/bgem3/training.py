@@ -1,6 +1,6 @@
 """BGE-M3 training as FlagEmbedding's unified fine-tuning does it (Chen et al. 2024, section 3.3).
 
-One forward pass of the body per text gives the three heads `encoders/bgem3.py` computes at
+One forward pass of the body per text gives the three heads `models/bgem3/model.py` computes at
 inference: dense (normalised [CLS]), sparse (ReLU(sparse_linear(H)) per token, max over repeats,
 special tokens dropped) and ColBERT (normalised colbert_linear(H[:, 1:]), padding excluded). Each
 head's score matrix, divided by the temperature (0.02), gets the contrastive loss (in-batch + hard

@@ -52,13 +52,13 @@ class TransformerDenseEncoder:
         except Exception as err:
             raise model_error(self.path, err) from None
         self.quantize = quantize
-        if self.quantize == "int8":  # every Linear of the transformer: dynamic int8 (core/quantize.py)
+        if self.quantize == "int8":  # every Linear of the transformer: dynamic int8 (kernels/int8.py)
             quantize_linears(self.model.float())
         limit = getattr(self.model.config, "max_position_embeddings", 512)
         self.max_length = int(max_length or defaults.get("max_length") or min(limit, 512))
         self.prefixes = {"queries": query_prefix or "", "documents": doc_prefix or ""}
         self.dim = int(self.model.config.hidden_size)
-        # one query per forward pass on the CPU in float32 (or int8): a checked trace (core/fastpath.py)
+        # one query per forward pass on the CPU in float32 (or int8): a checked trace (kernels/fastpath.py)
         from ...kernels.fastpath import TracedForward
 
         self._traced = TracedForward(lambda ids: self.model(input_ids=ids).last_hidden_state,

@@ -107,7 +107,7 @@ class SparseEmbedModel(torch.nn.Module):
         padded = bool(padding.any())  # a single text (one query at a time) has none: skip the no-op fills
         weight, bias = self._head_weight(), self._head_bias()
         with torch.no_grad():
-            if self.int8 is not None:  # the same top k, chosen through the int8 filter (core/quantize.py)
+            if self.int8 is not None:  # the same top k, chosen through the int8 filter (kernels/int8.py)
                 mask = encoded["attention_mask"].bool()
                 ids = torch.stack([self.int8.top_max_logits(head_input[row][mask[row]], top_k)[0]
                                    for row in range(len(texts))])

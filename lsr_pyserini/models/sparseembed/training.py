@@ -42,7 +42,7 @@ def top_k_vectors(weights: torch.Tensor, ids: torch.Tensor, vocabulary: int) -> 
 
 
 class SparseEmbedFamily(torch.nn.Module):
-    # the encoder moves its batches (encoders/sparseembed.py); the teacher's scores, the FLOPS vectors and a
+    # the encoder moves its batches (models/sparseembed/encoder.py); the teacher's scores, the FLOPS vectors and a
     # frozen encoder's cached selections are on the heads' device too (train/loop.py)
     device_ready = True
 

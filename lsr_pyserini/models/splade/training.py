@@ -10,6 +10,7 @@ from ..base import Batch
 from ..losses import contrastive_loss, flops, quadratic_warmup, with_margin_mse
 from ..registry import trainer
 from ..settings import FLOPS, MARGIN_MSE_WEIGHT
+from .config import SCHEMA
 from .model import SpladeModel
 
 TRAINING = Schema("splade training", FLOPS + (MARGIN_MSE_WEIGHT,))
@@ -20,7 +21,11 @@ class SpladeFamily(torch.nn.Module):
 
     def __init__(self, base: str, args):
         super().__init__()
-        self.splade = SpladeModel(resolve_model(base), args.model_config)
+        config = getattr(args, "model_config", None) or SCHEMA.complete(
+            {name: getattr(args, name) for name in SCHEMA.names if name != "model" and hasattr(args, name)},
+            "training arguments")
+        self.splade = SpladeModel(resolve_model(base), config)
+        self.tokenizer, self.terms = self.splade.tokenizer, self.splade.terms
         self.model = self.splade.mlm  # its parameters are this module's (checkpoints name them model.*)
         self.args = args
 

@@ -43,7 +43,7 @@ def query_likelihoods(counts: torch.Tensor, log_likelihoods: torch.Tensor) -> to
 
 
 class TildeModel:
-    """A TILDE checkpoint with its tokenizer; inference only (training lives in train/tilde.py)."""
+    """A TILDE checkpoint with its tokenizer; inference only (training lives in models/tilde/training.py)."""
 
     def __init__(self, model: str, doc_max_length: int = 256, query_max_length: int = 64):
         self.path = model_path(model)  # a preset name (e.g. splade-tiny: TILDE untrained) or a checkpoint

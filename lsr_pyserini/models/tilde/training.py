@@ -35,7 +35,7 @@ TRAINING = Schema("tilde training", (
                                    "batch's other passages (beyond BiQDL; 0 = BiQDL only)", non_negative_float)))
 
 class TildeFamily(torch.nn.Module):
-    device_ready = True  # the model moves its batches (encoders/tilde.py); targets and counts are moved here
+    device_ready = True  # the model moves its batches (models/tilde/model.py); targets and counts are moved here
 
     def __init__(self, base: str, args):
         super().__init__()
