@@ -62,7 +62,18 @@ def resolve_settings(name_or_path: str, overrides: dict | None = None, source: s
     schema = schema_of(family)
     settings = schema.complete(given, origin)
     settings.update(schema.checked(overrides, source))
+    refuse_other_family(settings.get("model"), family, origin)
     return {"family": family, "name": name, **settings}
+
+
+def refuse_other_family(model, family: str, origin: str) -> None:
+    """One line when `model` is a checkpoint folder this toolkit trained for another family than
+    the one asked for (before any weight loads)."""
+    if model and Path(str(model)).is_dir():
+        trained = read_family(model).get("family")
+        if trained is not None and trained != family:
+            raise InputError(f"checkpoint {model} was trained as a {trained!r} model, not {family!r} "
+                             f"(asked for by {origin}): use --encoder {model} alone, or a {family} checkpoint")
 
 
 def base_settings(family: str, base: str) -> dict:

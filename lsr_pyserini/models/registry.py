@@ -1,14 +1,16 @@
 """Where the families make themselves known: one schema, and the encoder, dense side, re-rankers and
 trainer each family offers, under its name.
 
-A family is a package of `lsr_pyserini/models/` (or one registered with `add_family_package`)
-whose modules register what it offers with the decorators below when imported;
-`load_families()` imports every such package once. Nothing here imports a family by name, so the
+A family is a package of `lsr_pyserini/models/`, or a package of its own named in the environment
+variable `LSR_PYSERINI_FAMILIES` (comma-separated module names; every command and the API then
+know it) or registered with `add_family_package`, whose modules register what it offers with the
+decorators below when imported; `load_families()` imports every such package once. Nothing here imports a family by name, so the
 adapters (encoders/, rerankers/, train/) reach every family through these tables alone.
 """
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from pathlib import Path
 from typing import Callable
@@ -23,6 +25,7 @@ RERANKERS: dict[str, Callable] = {}    # re-ranker name -> builder(store, option
 RERANKER_OPTIONS: dict[str, list] = {}  # re-ranker name -> its own options (models.base.Option)
 TRAINERS: dict[str, Callable] = {}     # family -> builder(base, args) -> a module with loss(batch, step), save(folder)
 _EXTRA_PACKAGES: list[str] = []
+FAMILIES_VARIABLE = "LSR_PYSERINI_FAMILIES"
 _loaded = False
 
 
@@ -90,8 +93,11 @@ def load_families() -> None:
             if info.ispkg:
                 importlib.import_module(f"{__package__}.{info.name}")
         _loaded = True
-    for module in _EXTRA_PACKAGES:
-        importlib.import_module(module)
+    for module in _EXTRA_PACKAGES + [m.strip() for m in os.environ.get(FAMILIES_VARIABLE, "").split(",") if m.strip()]:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise InputError(f"{FAMILIES_VARIABLE}: cannot import the family package {module!r} ({err})") from None
 
 
 def schema_of(name: str) -> Schema:
