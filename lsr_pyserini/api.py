@@ -157,13 +157,15 @@ class Searcher:
             raise InputError(f"bm25=(k1, b) applies to BM25 indexes, not to engine {name!r}")
         check_engine(name, engine_options)
         _check_pairing(shards or index, name, settings, encoder)
-        self.query_side = EncodedQueries() if encoded else self._query_side(name, index, settings, encoder_options)
-        if name == "bm25" and is_bm25aug(settings):
+        if name == "bm25" and is_bm25aug(settings):  # its model says which BM25 it was trained for
+            self.query_side = self._query_side(name, index, settings, encoder_options)
             engine_options.setdefault("k1", self.query_side.bm25[0])
             engine_options.setdefault("b", self.query_side.bm25[1])
         self.engine = build_engine(name, shards or index, engine_options)
-        if settings is not None:
+        if settings is not None:  # another encoder than the documents': refused before its model loads
             self.engine.check_encoder(settings)
+        if not (name == "bm25" and is_bm25aug(settings)):
+            self.query_side = EncodedQueries() if encoded else self._query_side(name, index, settings, encoder_options)
         self.index = ",".join(shards) if shards else str(index)
         self.reranker = self._reranker(reranker, store, reranker_options)
         self.store, self.interpolate, self.fusion, self.candidates = store, interpolate, fusion, candidates

@@ -236,3 +236,14 @@ def test_search_command_equals_the_commands_and_refuses_bad_input_in_one_line(sa
         assert result.returncode == 2 and len(error_lines(result)) == 1 and message in error_lines(result)[0], \
             result.stderr
         assert not (tmp_path / "x.txt").exists()
+
+
+def test_an_impact_index_refuses_another_encoders_queries_before_loading_it(sample_indexes, tiny_mlm, monkeypatch):
+    """The index's record names its documents' encoder (INDEX.lsr.json, or the shards' manifest it
+    points to); a query encoder of another model is one line, before that model loads."""
+    import lsr_pyserini
+
+    monkeypatch.setattr("lsr_pyserini.encoders.query.build_encoder", lambda *_: pytest.fail("a model was loaded"))
+    with pytest.raises(InputError, match="its documents were encoded with model 'python-package:cognition/model', "
+                                         f"not '{tiny_mlm}': search it with the encoder of its documents"):
+        lsr_pyserini.Searcher(str(sample_indexes / "impact"), encoder="splade-tiny", encoder_options={"model": str(tiny_mlm)})
