@@ -33,6 +33,7 @@ from .core.readers import Document, checked_corpus, input_identity, read_corpus
 from .core.outputs import claim_output
 from .core.writer import SHARD_FOLDER, ShardWriter, quantize, write_corpus_shards
 from .stores.tokens import TOKEN_STORES, TokenRows, TokenRowsWriter
+from .models.settings import QUERY_MAX_LENGTH
 from .models.ssr.backbone import TokenEncoder
 from .models.ssr.codes import codes, document_terms
 from .models.ssr.sae import RETRIEVAL_DEFAULTS, SSR_MODEL, SSRModel, check_sizes, fit_sae
@@ -54,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     embed.add_argument("--output", required=True, help="token store folder to create")
     embed.add_argument("--max-length", type=positive_int,
                        help="tokens kept per document (default: the model's max_seq_length, else min(positions, 512))")
-    embed.add_argument("--query-max-length", type=positive_int, default=64, help="tokens kept per query (default: 64)")
+    QUERY_MAX_LENGTH.add_to(embed, default=QUERY_MAX_LENGTH.default)
     embed.add_argument("--pooling", choices=("cls", "mean"),
                        help="pooled vector for the [CLS] SAE (default: the sentence-transformers config's, else cls)")
     embed.add_argument("--no-projection", action="store_true",

@@ -39,6 +39,7 @@ from ...core.presets import model_path, resolve_model
 from ...kernels.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, check_index_tokenizer, pretokenize
 from ...core.writer import quantize, query_line
 from ..registry import encoder as register
+from .config import SCHEMA
 from ..base import SparseEncoder, SparseVector
 
 HEADS_FILE = "bm25aug_heads.safetensors"
@@ -50,8 +51,13 @@ LUCENE_MAX_CLAUSES = 1024  # Lucene's default IndexSearcher.maxClauseCount
 class QueryAugmenter(torch.nn.Module):
     """Query text -> B x |V| BM25 boosts w(q) * (bow(q) + a(q))."""
 
-    def __init__(self, body, tokenizer, augment: bool = True, weighting: bool = True, query_max_length: int = 64):
+    def __init__(self, body, tokenizer, augment: bool | None = None, weighting: bool | None = None,
+                 query_max_length: int | None = None):
+        """Settings not given take the family's defaults (config.py)."""
         super().__init__()
+        settings = SCHEMA.complete({"augment": augment, "weighting": weighting, "query_max_length": query_max_length},
+                                   "bm25aug model")
+        augment, weighting, query_max_length = settings["augment"], settings["weighting"], settings["query_max_length"]
         self.body = body
         self.tokenizer = tokenizer
         self.augment, self.weighting, self.query_max_length = augment, weighting, query_max_length

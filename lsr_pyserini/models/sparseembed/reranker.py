@@ -14,11 +14,10 @@ class SparseEmbedReranker(Reranker):
     def __init__(self, store: str, options: dict):
         self.store = SparseEmbedStore(store)
         settings = self.store.meta.get("encoder", {})
+        # queries as the store's documents were encoded (lengths, cuts, int8 filter or float32); a setting
+        # an older store does not record takes the family's default
         self.settings = {"model": options.get("model") or self.store.identity["model"],
-                         "query_max_length": settings.get("query_max_length", 64),
-                         "query_top_k": settings.get("query_top_k", 64),
-                         # queries as the store's documents were encoded (int8 filter or float32)
-                         "quantize": settings.get("quantize", "none")}
+                         **{key: settings.get(key) for key in ("query_max_length", "query_top_k", "quantize")}}
         self.batch_size = int(options.get("batch_size") or 32)
         self._encoder = None
 

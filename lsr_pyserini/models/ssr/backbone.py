@@ -17,6 +17,7 @@ from ...core.errors import InputError
 from ...core.devices import current
 from ...core.hf import load_quietly, load_tokenizer, sentence_transformers_defaults
 from ...core.presets import resolve_model
+from ..settings import QUERY_MAX_LENGTH
 
 PROJECTION_KEY = "linear.weight"
 
@@ -35,7 +36,7 @@ def _projection(path: str) -> torch.Tensor | None:
 class TokenEncoder:
     """Texts -> (pooled vector, token matrix) pairs, float32, L2-normalised."""
 
-    def __init__(self, model: str, max_length: int | None = None, query_max_length: int = 64,
+    def __init__(self, model: str, max_length: int | None = None, query_max_length: int | None = None,
                  pooling: str | None = None, projection: bool = True, **_ignored):
         from transformers import AutoModel
 
@@ -48,7 +49,7 @@ class TokenEncoder:
         self.model = load_quietly(AutoModel, weights, "encoder weights missing").eval()
         limit = getattr(self.model.config, "max_position_embeddings", 512)
         self.max_length = {"documents": int(max_length or defaults.get("max_length") or min(limit, 512)),
-                           "queries": int(query_max_length)}
+                           "queries": int(query_max_length or QUERY_MAX_LENGTH.default)}
         self.pooling = pooling or defaults.get("pooling", "cls")
         if self.pooling not in ("cls", "mean"):
             raise InputError(f"pooling {self.pooling!r} is not one of cls, mean")

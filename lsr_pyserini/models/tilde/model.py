@@ -20,6 +20,7 @@ import torch
 from ...core.devices import current
 from ...core.hf import load_masked_lm, load_tokenizer
 from ...core.presets import model_path
+from .config import SCHEMA
 
 # English stop words excluded from expansion, from TILDE-QL query terms and from BiQDL targets.
 STOPWORDS = frozenset("""
@@ -45,7 +46,11 @@ def query_likelihoods(counts: torch.Tensor, log_likelihoods: torch.Tensor) -> to
 class TildeModel:
     """A TILDE checkpoint with its tokenizer; inference only (training lives in models/tilde/training.py)."""
 
-    def __init__(self, model: str, doc_max_length: int = 256, query_max_length: int = 64):
+    def __init__(self, model: str, doc_max_length: int | None = None, query_max_length: int | None = None):
+        """The lengths not given take the family's defaults (config.py)."""
+        lengths = SCHEMA.complete({"doc_max_length": doc_max_length, "query_max_length": query_max_length},
+                                  "tilde model")
+        doc_max_length, query_max_length = lengths["doc_max_length"], lengths["query_max_length"]
         self.path = model_path(model)  # a preset name (e.g. splade-tiny: TILDE untrained) or a checkpoint
         self.tokenizer = load_tokenizer(self.path)
         self.placement = current()  # the device and dtype the model runs on (core/devices.py)
