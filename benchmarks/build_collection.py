@@ -27,8 +27,9 @@ Queries (judged, built from structure the text already has):
     word are relevant (1). Words are taken in the order of SHA-256("rd:" + word); a word is kept
     when it has 1 to 4 GCIDE passages, the gloss has at least 4 words, has no word starting with
     the word or sharing its first 5 letters, and shares no 5-word sequence with a relevant passage.
-  - sec-<n> (section heading): the heading of a documentation section (at least 3 words, used once
-    in the whole collection, not the document's title) is the query; that section's passages, from
+  - sec-<n> (section heading): the heading of a documentation section (its numbering dropped; at
+    least 3 words of 3+ letters, no code signature, used once in the whole collection, not the
+    document's title, not a generic one such as "Examples") is the query; that section's passages, from
     which headings are always stripped, are relevant (1). Sections are taken in the order of
     SHA-256("sec:" + heading); a heading that occurs verbatim in its own passages is skipped.
   Each query goes to dev or test by SHA-256 of its id (--dev-fraction to dev).
@@ -1052,11 +1053,12 @@ def section_queries(sections: dict[tuple[str, str], dict], count: int) -> list[t
         if len(infos) != 1:
             continue
         info = infos[0]
-        heading = info["heading"]
+        heading = re.sub(r"^(\d+(\.\d+)*\.?|[A-Z]\.(\d+\.?)*)\s+", "", info["heading"])   # numbering
         toks = _tokens(heading)
         if len(toks) < 3 or len(words(heading)) > 15 or _GENERIC.match(heading) or not mostly_prose(heading):
             continue
-        if re.search(r"[()<>\[\]{}=/]|::|->|member functions|construct/copy", heading) or \
+        if re.search(r"[()<>\[\]{}=/]|::|->|(public|private|protected|static|member|friend) functions|"
+                     r"construct/copy", heading, re.I) or \
                 sum(len(t) >= 3 and t.isalpha() for t in toks) < 3:
             continue                                                      # code signatures, not words
         if heading.lower() == info["title"].lower() or info["n"] != 1:
@@ -1066,14 +1068,10 @@ def section_queries(sections: dict[tuple[str, str], dict], count: int) -> list[t
         flat = " ".join(toks)
         if any(flat in " ".join(_tokens(t)) for t in info["texts"]):
             continue
-        chosen.append(heading)
+        chosen.append((heading, info))
         if len(chosen) == count:
             break
-    out = []
-    for i, heading in enumerate(sorted(chosen, key=lambda h: hash_key("sec:" + h.lower()))):
-        info = by_heading[heading.lower()][0]
-        out.append((f"sec-{i + 1:04d}", heading, list(info["ids"])))
-    return out
+    return [(f"sec-{i + 1:04d}", heading, list(info["ids"])) for i, (heading, info) in enumerate(chosen)]
 
 
 def is_dev(qid: str, dev_fraction: float) -> bool:
@@ -1223,7 +1221,8 @@ def build(out: Path, cache: Path, args) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog="\n\n".join(__doc__.split("\n\n")[2:]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--output", required=True, type=Path,
                     help="the collection folder to create (must not exist); built in OUTPUT.building/ and renamed when complete")
     ap.add_argument("--cache", type=Path, default=None,

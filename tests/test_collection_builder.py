@@ -160,7 +160,8 @@ def test_section_queries_skip_generic_unsure_and_code_headings():
     def info(title, heading, ids, texts, n=1):
         return {"title": title, "heading": heading, "ids": ids, "texts": texts, "n": n}
     sections = {
-        ("a", "Tuning the page cache"): info("Memory", "Tuning the page cache", ["k-1", "k-2"], ["Swap less often."]),
+        ("a", "2.1. Tuning the page cache"): info("Memory", "2.1. Tuning the page cache", ["k-1", "k-2"], ["Swap less."]),
+        ("a", "queue_t public static functions"): info("Q", "queue_t public static functions", ["k-8"], ["Does q."]),
         ("a", "Overview"): info("Memory", "Overview", ["k-3"], ["Text."]),
         ("b", "void f(int x)"): info("API", "void f(int x)", ["k-4"], ["Does f."]),
         ("c", "Heading said again"): info("C", "Heading said again", ["k-5"], ["The heading said again here."]),
