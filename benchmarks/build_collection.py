@@ -887,7 +887,10 @@ def fetch_package(name: str, version: str, sha: str, cache: Path) -> Path:
         tmp = cache / "partial"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        r = subprocess.run(["apt-get", "download", "-q", f"{name}={version}"], cwd=tmp, capture_output=True, text=True)
+        try:
+            r = subprocess.run(["apt-get", "download", "-q", f"{name}={version}"], cwd=tmp, capture_output=True, text=True)
+        except FileNotFoundError:
+            raise BuildError(f"{name} {version} is not in {cache} and apt-get is not on PATH (a Debian system is needed)")
         got = list(tmp.glob("*.deb"))
         if r.returncode != 0 or len(got) != 1 or got[0].name != path.name:
             msg = (r.stderr.strip().splitlines() or ["no file"])[-1]
@@ -1247,6 +1250,9 @@ def main(argv=None) -> int:
         manifest = build(out, cache, args)
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:                                                  # disk full, permissions
+        print(f"error: {e.strerror or e}: {e.filename or ''}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted; run the same command again to resume", file=sys.stderr)

@@ -204,3 +204,11 @@ def test_cli_refuses_bad_input_without_traceback(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: --max-words")
     assert bc.main(["--output", str(tmp_path / "missing" / "x")]) == 2
     assert not (tmp_path / "new").exists() and not (tmp_path / "new.building").exists()
+
+
+def test_a_missing_package_without_apt_get_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(bc.BuildError) as e:
+        bc.fetch_package("dict-devil", "1.0-13.1", "0" * 64, tmp_path / "cache")
+    assert "dict-devil" in str(e.value) and "apt-get" in str(e.value)
+    assert not list((tmp_path / "cache").glob("*.deb"))
