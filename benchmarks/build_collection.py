@@ -8,11 +8,13 @@ Sources. The .deb packages pinned in PACKAGES below (exact version and SHA-256 e
 with `apt-get download PKG=VERSION` into --cache (kept there, re-verified on every run: a package
 whose version or checksum differs from its pin is refused with one line naming it) and read with
 Python's own ar/tar readers (nothing is installed). Text written by people, markup stripped to plain
-text: kernel, Python, LLVM, CMake, Sphinx and scientific-Python documentation (reStructuredText
-sources), Perl's POD, PostgreSQL, Django, SQLite, Erlang and the Debian Reference (HTML), Node.js
-(Markdown), and four dictionaries in dictd format: GCIDE (the Collaborative International
-Dictionary of English, 1913 Webster and later additions; its senses taken from WordNet are
-dropped), FOLDOC, the Jargon File and the Devil's Dictionary.
+text, from 54 packages: reStructuredText sources (the kernel's Documentation/, Python, LLVM, Clang,
+CMake, Sphinx and scientific-Python projects), POD (Perl), HTML (PostgreSQL, Django, SQLite,
+Erlang, Qt, Boost, Rust's books, Git, Apache, Exim, Postfix and more), Markdown (Node.js), man
+pages, GNU Info manuals, Vim's help, and four dictionaries in dictd format: GCIDE (the
+Collaborative International Dictionary of English, 1913 Webster and later additions; its senses
+taken from WordNet are dropped), FOLDOC, the Jargon File and the Devil's Dictionary. docs/collection.md
+lists them with their versions and describes the collection.
 
 Passages. Each document is cut at its section headings; within a section, paragraphs are packed
 greedily into passages of at most --max-words words (a longer paragraph is cut at sentence ends),
