@@ -31,7 +31,7 @@ from lsr_pyserini.core.presets import model_path  # noqa: E402
 from lsr_pyserini.core.readers import read_queries  # noqa: E402
 from lsr_pyserini.models.bm25aug.model import BM25AugEncoder, QueryAugmenter  # noqa: E402
 from lsr_pyserini.kernels.wordpiece_bm25 import check_index_tokenizer, pretokenize  # noqa: E402
-from lsr_pyserini.core.writer import quantize, query_line  # noqa: E402
+from lsr_pyserini.core.writer import to_impacts, query_line  # noqa: E402
 
 
 def main() -> None:
@@ -69,7 +69,7 @@ def main() -> None:
         plain_done = time.perf_counter()
         with torch.inference_mode():
             vector = encoder.encode_queries([query.text])[0]
-        text = query_line(query.id, quantize(vector, args.boost_scale)).split("\t", 1)[1].strip()
+        text = query_line(query.id, to_impacts(vector, args.boost_scale)).split("\t", 1)[1].strip()
         encoded = time.perf_counter()
         searcher.search(text, k=args.hits)
         finished = time.perf_counter()

@@ -41,7 +41,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     from lsr_pyserini.core.presets import load_preset
-    from lsr_pyserini.core.writer import quantize
+    from lsr_pyserini.core.writer import to_impacts
     from lsr_pyserini.encoders import build_encoder
 
     encoders, load = {}, {}
@@ -65,7 +65,7 @@ def main() -> None:
             cpu[mode] += time.process_time() - c
     pairs = equal = 0
     for a, b in zip(vectors["none"], vectors["int8"]):
-        a, b = quantize(a, 100), quantize(b, 100)
+        a, b = to_impacts(a, 100), to_impacts(b, 100)
         pairs += len(a.keys() | b.keys())
         equal += sum(a.get(t) == b.get(t) for t in a.keys() | b.keys())
     for mode in encoders:

@@ -73,11 +73,11 @@ def build_sentence_transformers(max_length: int):
 
 def compare(ours: list[dict], theirs: list[dict]) -> tuple[int, int, int]:
     """(pairs non-zero on either side, pairs off by exactly 1, pairs off by more than 1)."""
-    from lsr_pyserini.core.writer import quantize
+    from lsr_pyserini.core.writer import to_impacts
 
     total = off_by_one = larger = 0
     for a, b in zip(ours, theirs):
-        a, b = quantize(a, IMPACT_SCALE), quantize(b, IMPACT_SCALE)
+        a, b = to_impacts(a, IMPACT_SCALE), to_impacts(b, IMPACT_SCALE)
         for term in a.keys() | b.keys():
             diff = abs(a.get(term, 0) - b.get(term, 0))
             total += 1

@@ -31,14 +31,16 @@ from .core.errors import InputError
 from .core.options import non_negative_float, positive_float, positive_int, random_seed
 from .core.readers import Document, checked_corpus, input_identity, read_corpus
 from .core.outputs import claim_output
-from .core.writer import SHARD_FOLDER, ShardWriter, quantize, write_corpus_shards
+from .core.writer import SHARD_FOLDER, ShardWriter, to_impacts, write_corpus_shards
 from .stores.tokens import TOKEN_STORES, TokenRows, TokenRowsWriter
+from .core.settings import UNSET
+from .models.configs import resolve_settings
 from .models.settings import QUERY_MAX_LENGTH
+from .models.ssr.config import SCHEMA as SSR_SETTINGS
 from .models.ssr.backbone import TokenEncoder
 from .models.ssr.codes import codes, document_terms
 from .models.ssr.sae import RETRIEVAL_DEFAULTS, SSR_MODEL, SSRModel, check_sizes, fit_sae
 
-DEFAULT_IMPACT_SCALE = 100
 # the types of the numeric RETRIEVAL_DEFAULTS on the command line
 RETRIEVAL_TYPES = {"query_term_budget": positive_int, "query_k_min": positive_int, "cls_weight": non_negative_float}
 SAE_DTYPE_HELP = ("the SAEs compute in float32 on every device, auto included: half precision would change which "
@@ -74,8 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--tokens", required=True, help="token store of the corpus (from `ssr embed`)")
     index.add_argument("--output", required=True, help="folder for the JsonVectorCollection shards")
     index.add_argument("--codes", required=True, help="code store folder to create (for `rerank --reranker ssr`)")
-    index.add_argument("--impact-scale", type=positive_float,
-                       help="integer impact = round(activation x scale) (default: the model's, 100)")
+    SSR_SETTINGS["impact_scale"].add_to(index, default=UNSET, default_text="the SSR model's, else 100")
     index.add_argument("--shard-size", type=positive_int, default=10_000, help="documents per shard (default: 10000)")
     for command in (fit, index):
         add_device_args(command, "SAEs", dtypes=("auto", "float32"), dtype_help=SAE_DTYPE_HELP)
@@ -180,8 +181,8 @@ def fit_command(args, device: str = "cpu") -> None:
 def index_command(args, device: str = "cpu") -> None:
     claim_output(args.codes, TOKEN_STORES["codes"], args.overwrite)  # before any coding
     claim_output(args.output, SHARD_FOLDER, args.overwrite, resumable=True)
-    impact_scale = args.impact_scale or DEFAULT_IMPACT_SCALE
     model = SSRModel.load(args.model)
+    impact_scale = resolve_settings(args.model, {"impact_scale": args.impact_scale}, "flag")["impact_scale"]
     for sae in (model.token_sae, model.cls_sae):  # codes are computed on the device, read back to the CPU
         sae.to(device)
     tokens = TokenRows(args.tokens, "tokens")
@@ -211,7 +212,7 @@ def index_command(args, device: str = "cpu") -> None:
                             {"cls_index": cls_codes[0][0].astype(index_type),
                              "cls_value": cls_codes[1][0].astype(np.float16)})
             records.append({"id": doc.id, "contents": "",
-                            "vector": quantize(document_terms(model, token_codes, cls_codes), impact_scale)})
+                            "vector": to_impacts(document_terms(model, token_codes, cls_codes), impact_scale)})
             progress.update(1)
         return records
 

@@ -19,7 +19,7 @@ from lsr_pyserini.models.bgem3.config import HYBRID_WEIGHTS
 from lsr_pyserini.models.bgem3.encoder import BgeM3Encoder
 from lsr_pyserini.models.bgem3.model import BgeM3Model, hybrid_score, term_for_piece
 from lsr_pyserini.encoders.query import encoder_settings
-from lsr_pyserini.core.writer import manifest_path, quantize
+from lsr_pyserini.core.writer import manifest_path, to_impacts
 
 XLMR_SPECIAL = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # XLM-R's ids 0..4
 PHRASE = "new york"  # an added token with a space in it: a piece Lucene would split
@@ -248,7 +248,7 @@ def test_encode_command_end_to_end(tiny_bgem3, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["part-00000.jsonl", "part-00001.jsonl"]
     records = shard_records(out)
     encoder = BgeM3Encoder(str(tiny_bgem3), doc_max_length=512)
-    expected = [quantize(v, 1000) for v in encoder.encode_documents(TEXTS)]
+    expected = [to_impacts(v, 1000) for v in encoder.encode_documents(TEXTS)]
     assert [r["id"] for r in records] == ["d0", "d1", "d2", "d3"]
     for record, vector in zip(records, expected):
         assert record["vector"].keys() == vector.keys()
@@ -269,7 +269,7 @@ def test_encode_command_end_to_end(tiny_bgem3, tmp_path):
         assert written.keys() == vector.keys()
         assert all(written[t] == pytest.approx(vector[t], abs=1e-5) for t in vector)
     query_terms = set(lines[0].split("\t")[1].split())
-    assert query_terms == set(quantize(query_vectors[0], 1000))
+    assert query_terms == set(to_impacts(query_vectors[0], 1000))
     assert "new%20york" in query_terms and "new%20york" in records[1]["vector"]  # one mapping, both sides
 
     # Lucene keeps every term as written: its impact scores are the integer dot products exactly.

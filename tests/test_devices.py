@@ -130,15 +130,15 @@ def test_auto_and_cpu_float32_give_the_golden_shards_queries_store_and_run(tmp_p
 
 def test_bfloat16_on_the_cpu_encodes_close_to_float32_and_is_part_of_the_identity(tmp_path):
     from lsr_pyserini import load_encoder
-    from lsr_pyserini.core.writer import quantize
+    from lsr_pyserini.core.writer import to_impacts
     from lsr_pyserini.encode import main as encode
 
     texts = [line for line in (SAMPLE / "corpus.jsonl").read_text().splitlines()][:6]
     texts = [json.loads(t)["title"] + " " + json.loads(t)["text"] for t in texts]
-    reference = [quantize(v, 100) for v in load_encoder("splade-tiny", device="cpu", dtype="float32").encode_documents(texts)]
+    reference = [to_impacts(v, 100) for v in load_encoder("splade-tiny", device="cpu", dtype="float32").encode_documents(texts)]
     half = load_encoder("splade-tiny", device="cpu", dtype="bfloat16")
     assert half.describe()["dtype"] == "bfloat16" and half.placement.device == "cpu"
-    vectors = [quantize(v, 100) for v in half.encode_documents(texts)]
+    vectors = [to_impacts(v, 100) for v in half.encode_documents(texts)]
     gaps = [abs(a.get(t, 0) - b.get(t, 0)) for a, b in zip(reference, vectors) for t in a.keys() | b.keys()]
     assert vectors != reference  # bfloat16 did run (its rounding shows)
     assert sum(g <= 2 for g in gaps) / len(gaps) > 0.97  # and stays close (measured: benchmarks/bench_devices.py)

@@ -16,7 +16,7 @@ from golden.reference import check as check_golden
 from golden.reference import digests
 from lsr_pyserini.kernels import fastpath
 from lsr_pyserini.core.errors import InputError
-from lsr_pyserini.core.writer import quantize
+from lsr_pyserini.core.writer import to_impacts
 from lsr_pyserini.models.splade.encoder import SpladeEncoder
 
 QUERIES = ["vitamin d", "does a search engine keep an inverted index of every term in the documents",
@@ -172,7 +172,7 @@ def test_int8_single_queries_take_the_packed_projection_only_without_int8_dot_pr
     monkeypatch.setattr("lsr_pyserini.models.splade.model.int8_dot_products", lambda: dot_products)
     plain = SpladeEncoder(str(tiny_mlm), query_max_length=32)
     int8 = SpladeEncoder(str(tiny_mlm), query_max_length=32, quantize="int8")
-    pairs = [(quantize(plain.encode_queries([text])[0], 100), quantize(int8.encode_queries([text])[0], 100))
+    pairs = [(to_impacts(plain.encode_queries([text])[0], 100), to_impacts(int8.encode_queries([text])[0], 100))
              for text in QUERIES]
     assert (int8.model._packed is None) == dot_products and plain.model._packed is not None
     if not dot_products:  # the same code as float32's: the same impacts, exactly

@@ -41,9 +41,8 @@ import torch
 from conftest import SAMPLE, build_tiny_bert, sample_vocabulary
 from test_bgem3 import build_tiny_bgem3
 from lsr_pyserini.api import QueryEncoder, load_encoder
-from lsr_pyserini.core.presets import load_preset
 from lsr_pyserini.encoders.query import encoder_settings
-from lsr_pyserini.core.writer import quantize as to_impacts
+from lsr_pyserini.core.writer import to_impacts
 from lsr_pyserini.models.bgem3.model import BgeM3Model, hybrid_score
 from lsr_pyserini.models.splade.encoder import SpladeEncoder
 

@@ -11,7 +11,7 @@ import torch
 
 from conftest import SAMPLE, error_lines, run_tool
 from lsr_pyserini.kernels.int8 import Int8Projection, quantize_linears
-from lsr_pyserini.core.writer import quantize as to_impacts
+from lsr_pyserini.core.writer import to_impacts
 
 
 def test_int8_projection_filter_is_exact_above_the_threshold():
@@ -144,7 +144,6 @@ def test_real_splade_tiny_int8_impacts_equal_float32(shared_data):
 
     from lsr_pyserini.api import QueryEncoder
     from lsr_pyserini.core.length_order import encode_in_length_order
-    from lsr_pyserini.core.presets import load_preset
     from lsr_pyserini.encoders.query import encoder_settings
     from lsr_pyserini.core.readers import document_text
     from lsr_pyserini.encoders import build_encoder

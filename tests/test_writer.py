@@ -5,7 +5,7 @@ import pytest
 
 from lsr_pyserini.core.readers import Document, InputError
 from lsr_pyserini.core.errors import Interrupted
-from lsr_pyserini.core.writer import ShardWriter, manifest_path, quantize, query_line, write_corpus_shards
+from lsr_pyserini.core.writer import ShardWriter, manifest_path, to_impacts, query_line, write_corpus_shards
 
 
 class Progress:
@@ -17,10 +17,10 @@ class Progress:
 
 
 def test_quantize_rounds_and_drops_zeros():
-    assert quantize({"a": 1.234, "b": 0.004, "c": 0.006, "d": 0.0}, 100) == {"a": 123, "c": 1}
-    assert quantize({"a": 0.5}, 3) == {"a": 2}
+    assert to_impacts({"a": 1.234, "b": 0.004, "c": 0.006, "d": 0.0}, 100) == {"a": 123, "c": 1}
+    assert to_impacts({"a": 0.5}, 3) == {"a": 2}
     with pytest.raises(InputError, match="contains whitespace"):
-        quantize({"two words": 1.0}, 100)
+        to_impacts({"two words": 1.0}, 100)
 
 
 def test_query_line_repeats_terms_by_impact():

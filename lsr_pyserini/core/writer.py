@@ -30,7 +30,7 @@ DEFAULT_SHARD_SIZE = 10_000
 TOPIC_PATH_TRAPS = ("cacm", "beir")
 
 
-def quantize(vector: dict[str, float], impact_scale: float) -> dict[str, int]:
+def to_impacts(vector: dict[str, float], impact_scale: float) -> dict[str, int]:
     """Integer impacts round(weight * impact_scale); terms that round to 0 are dropped."""
     impacts = {}
     for term, weight in vector.items():

@@ -19,7 +19,7 @@ from ..core.errors import InputError
 from ..models.configs import resolve_settings
 from ..models.dense.queries import DenseQueries  # noqa: F401  (the dense query side, with the others)
 from ..models.settings import QUERY_MAX_LENGTH
-from ..core.writer import quantize
+from ..core.writer import to_impacts
 from . import build_encoder
 from ..models.base import SparseVector
 
@@ -72,7 +72,7 @@ class QueryEncoder:
         return encode_in_length_order(self.encoder.encode_queries, texts, 1, progress)
 
     def impacts(self, vector: SparseVector) -> dict[str, int]:
-        return quantize(vector, self.impact_scale)
+        return to_impacts(vector, self.impact_scale)
 
     def batch_encode(self, texts: list[str], progress=None) -> list[dict[str, int]]:
         return [self.impacts(vector) for vector in self.encode_floats(texts, progress)]

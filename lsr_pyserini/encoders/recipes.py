@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..core.length_order import encode_in_length_order
 from ..core.devices import Placement, current, placed
 from ..core.readers import Document
-from ..core.writer import quantize
+from ..core.writer import to_impacts
 
 
 class CorpusShards:
@@ -48,8 +48,8 @@ class CorpusShards:
             outputs = encode_in_length_order(encode, texts, self.settings["batch_size"], progress)
         scale = self.settings["impact_scale"]
         if self.with_dense:
-            return [quantize(output[0], scale) for output in outputs], [output[1] for output in outputs]
-        return [quantize(vector, scale) for vector in outputs]
+            return [to_impacts(output[0], scale) for output in outputs], [output[1] for output in outputs]
+        return [to_impacts(vector, scale) for vector in outputs]
 
     def records(self, shard: list[Document], encoded):
         impacts = encoded[0] if self.with_dense else encoded

@@ -37,7 +37,7 @@ from ...core.hf import FAMILY_FILE, check_family, load_quietly, load_tokenizer, 
 from ...core.options import checked, positive_float, positive_int
 from ...core.presets import model_path, resolve_model
 from ...kernels.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, check_index_tokenizer, pretokenize
-from ...core.writer import quantize, query_line
+from ...core.writer import to_impacts, query_line
 from ..registry import encoder as register
 from .config import SCHEMA
 from ..base import SparseEncoder, SparseVector
@@ -254,7 +254,7 @@ def query_boosts(qids: list[str], vectors: list[dict[str, float]], boost_scale: 
     """Each query's integer boosts and how many queries lost low-boost terms to the clause limit."""
     queries, trimmed = [], 0
     for qid, vector in zip(qids, vectors):
-        boosts = quantize(vector, boost_scale)
+        boosts = to_impacts(vector, boost_scale)
         for term, boost in boosts.items():
             if boost > max_boost:
                 raise InputError(f"query {qid}: term {term!r} would get boost {boost} (weight {vector[term]:.4g} "
