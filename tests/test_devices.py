@@ -227,7 +227,7 @@ def test_every_family_is_device_ready_and_trains_on_cpu_the_golden_weights(famil
     module, name, base, flags = TRAINING_FAMILIES[family]
     assert getattr(importlib.import_module(f"lsr_pyserini.models.{module}.training"), name).device_ready is True
     default, cpu = train_twice(tmp_path, family, request.getfixturevalue(base), training_negatives, flags)
-    # two runs in one process give the same bytes (joint SparseEmbed too, since encoders/splade.take_rows)
+    # two runs in one process give the same bytes (joint SparseEmbed too, since kernels/vocabulary.take_rows)
     assert default and cpu == default
     # trained float weights: kept per CPU kind (SparseEmbed's were first recorded after take_rows)
     check_golden("devices.json", f"train-{family}-weights", digests(default), per_kind=True)

@@ -218,7 +218,7 @@ class SparseEmbedStore:
 
         Only the candidates' term ids are scanned; masks and values are read for the shared terms
         alone (their value starts are precomputed per term, `value_starts`). The compiled kernels
-        (`core.jit`; compiled=False or none: numpy) find and unpack the shared terms; the products
+        (`kernels.jit`; compiled=False or none: numpy) find and unpack the shared terms; the products
         and sums stay numpy's, so both paths give the same bits."""
         rows = np.fromiter((self.row[d] for d in docids), dtype=np.int64, count=len(docids))
         starts, ends = self.offsets[rows], self.offsets[rows + 1]
@@ -252,7 +252,7 @@ class SparseEmbedStore:
 
     def _compiled_shared_terms(self, query_terms, starts, ends):
         """(owner, slot, embeddings) of the candidates' terms the query shares, in candidate and
-        stored order, as the numpy path finds them; None where `core.jit` runs no compiled kernel."""
+        stored order, as the numpy path finds them; None where `kernels.jit` runs no compiled kernel."""
         from ..kernels.jit import compiled, half_to_float
 
         find, unpack = compiled(shared_term_positions), compiled(unpack_embeddings)

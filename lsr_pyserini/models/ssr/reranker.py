@@ -110,7 +110,7 @@ LANES = 8  # query tokens a pass of the compiled kernel scores at once (one 256-
 
 
 def ssr_tok_maxima(doc_index, doc_bits, starts, ends, row_start, query_matrix, half_table, maxima, by_mask):
-    """The compiled kernel (`core.jit`) of `ssr_tok_scores`, reading the store's rows in place:
+    """The compiled kernel (`kernels.jit`) of `ssr_tok_scores`, reading the store's rows in place:
     maxima[d, i] = max(0, max over tokens t of document d (rows starts[d]:ends[d]) of z_d,t . z_q,i).
 
     Per token, the codes of neurons the query uses (row_start[n] >= 0: the start of neuron n's row
@@ -201,7 +201,7 @@ def compiled_ssr_tok_scores(query_index: np.ndarray, query_value: np.ndarray, do
                             latents: int, by_mask: bool | None = None) -> np.ndarray | None:
     """`ssr_tok_scores` of the documents owning token rows starts[d]:ends[d] of a code store's
     arrays, read in place (memory-mapped, nothing gathered) by the compiled kernel, with the same
-    bits; None where `core.jit` runs no compiled kernel, or the arrays are not a code store's uint16
+    bits; None where `kernels.jit` runs no compiled kernel, or the arrays are not a code store's uint16
     neuron ids (SAEs of up to 65,536 latents) and float16 activations. by_mask: how the kernel
     collects hits (None: `mask_collection`'s choice); never by mask above 64 codes a token."""
     from ...kernels.jit import compiled
