@@ -15,13 +15,14 @@ import argparse
 import json
 import sys
 
-from .core.length_order import encode_in_length_order
 from .core.cli import QUIET_HELP, progress_bar, quiet_libraries, run_main
 from .core.devices import activate, add_device_args
 from .core.errors import InputError
+from .core.length_order import encode_in_length_order
 from .core.options import positive_int
 from .core.outputs import JSON_LINES, claim_output
 from .core.readers import CorpusCheck, read_corpus
+from .models.tilde.config import SCHEMA as TILDE
 from .models.tilde.model import TildeModel
 from .stores.tilde import PASSAGE_TERMS, TildeStoreWriter
 
@@ -36,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", help="also write the TILDE store (token likelihoods) for re-ranking here")
     parser.add_argument("--top-m", type=positive_int, default=200,
                         help="predictions considered per passage before filtering (TILDEv2 paper: 128, 150, 200; default 200)")
-    parser.add_argument("--max-length", type=positive_int, default=256,
-                        help="passage tokens read by TILDE (default: 256)")
+    TILDE["doc_max_length"].add_to(parser, "--max-length", help="passage tokens read by TILDE",
+                                   default=TILDE["doc_max_length"].default)
     parser.add_argument("--batch-size", type=positive_int, default=32, help="passages per forward pass (default: 32)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing expanded corpus / TILDE store (default: refuse to touch them)")
