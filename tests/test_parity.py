@@ -401,6 +401,7 @@ def assert_same_impacts(ours: list[dict[str, float]], reference: list[dict[str, 
     return pairs
 
 
+@pytest.mark.slow
 def test_real_splade_tiny_equals_sentence_transformers(real_splade):
     from sentence_transformers import SparseEncoder
 
@@ -428,6 +429,7 @@ def test_real_splade_tiny_equals_sentence_transformers(real_splade):
     assert pairs > 18_000  # 18,650 (2,970 document, 15,680 query pairs) on Zen 3 (family 25, AVX2)
 
 
+@pytest.mark.slow
 def test_real_splade_tiny_queries_equal_pyserini_query_encoder(real_splade):
     import lsr_pyserini
 

@@ -130,6 +130,7 @@ def test_sparseembed_int8_selects_the_float32_top_k(tiny_mlm):
     torch.testing.assert_close(weights8.sort(1).values, weights.sort(1).values)
 
 
+@pytest.mark.slow
 def test_real_splade_tiny_int8_impacts_equal_float32(shared_data):
     """docs/quantization.md's 100%: the real SPLADE-tiny (`splade-tiny`) with `quantize: int8` against
     float32, on the 12 sample documents and the first 8 SciFact documents (7 truncated at 256 tokens)

@@ -122,7 +122,7 @@ def test_compiled_kernels_switch_off_with_the_environment_variable():
     import subprocess
     import sys
 
-    code = "from lsr_pyserini.core import jit; print(jit.enabled())"
+    code = "from lsr_pyserini.kernels import jit; print(jit.enabled())"
     off = subprocess.run([sys.executable, "-c", code], env={**os.environ, "LSR_PYSERINI_NUMBA": "0"},
                          capture_output=True, text=True, check=True)
     assert off.stdout.strip() == "False"
