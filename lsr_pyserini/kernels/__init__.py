@@ -1,0 +1,3 @@
+"""Model kernels several families share: the vocabulary projection (vocabulary.py), the single-query
+fast paths (fastpath.py), int8 inference (int8.py), compiled numba kernels (jit.py) and WordPiece BM25
+(wordpiece_bm25.py). Each gives the numbers of the plain computation it replaces."""
