@@ -237,6 +237,7 @@ def shard_records(folder):
     return [json.loads(line) for p in sorted(folder.iterdir()) for line in p.read_text().splitlines()]
 
 
+@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_encode_command_end_to_end(tiny_bgem3, tmp_path):
     corpus, queries = tmp_path / "corpus.jsonl", tmp_path / "queries.tsv"
     corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
@@ -308,6 +309,7 @@ def write_run(path, ranking: dict[str, list[str]]):
                             for qid, docs in ranking.items() for rank, d in enumerate(docs, start=1)))
 
 
+@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_hybrid_reranker_reads_every_head_from_the_store(tiny_bgem3, tmp_path):
     """`encode corpus --dense-store` keeps the dense, ColBERT and full sparse heads of each document;
     `rerank --reranker bgem3` scores only queries and equals the direct computation for any weights."""

@@ -159,6 +159,7 @@ def test_training_runs_and_saves_a_servable_model(tmp_path, capsys, tiny_body, w
     assert status == 2 and len(err.strip().splitlines()) == 1 and "'bow' scoring" in err, err
 
 
+@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_bag_of_words_index_scores_binary_matches(tmp_path, tiny_body):
     index = tmp_path / "bow-index"
     run_tool("bm25aug", "index", "--model", tiny_body, "--input", SAMPLE / "corpus.jsonl", "--index", index,

@@ -97,6 +97,7 @@ def first_stage(tmp_path, docs=("s1", "s2", "s3", "s4"), name="first.txt"):
     return path
 
 
+@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_rerank_dense_scores_and_interpolation(tiny_store, tmp_path):
     run, dense_run, out, fused = first_stage(tmp_path), tmp_path / "dense.txt", tmp_path / "re.txt", tmp_path / "fu.txt"
     common = ("--reranker", "dense", "--run", run, "--queries", SAMPLE / "queries.test.tsv", "--store", tiny_store)

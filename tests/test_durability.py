@@ -257,6 +257,7 @@ def test_sigkill_mid_encode_then_the_same_command_gives_byte_identical_shards(ti
     assert not (tmp_path / ".vectors.lock").exists() and not (tmp_path / "vectors.partial").exists()
 
 
+@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_sigkill_mid_dense_store_then_the_same_command_gives_a_byte_identical_store(tiny_encoder_only, corpus,
                                                                                    tmp_path):
     clean = tmp_path / "clean"

@@ -79,6 +79,7 @@ def jvm_env(extra_env: dict | None = None) -> subprocess.CompletedProcess:
                           text=True, env=env)
 
 
+@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_jvm_env_lets_pyserinis_own_search_run(tmp_path):
     """`eval "$(python -m lsr_pyserini.jvm env)"`, then `python -m pyserini.search.lucene` itself (no
     toolkit code in that process) searches an index built here."""

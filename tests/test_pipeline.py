@@ -1,9 +1,11 @@
 """Encode -> Lucene index -> search -> evaluate through the command-line tools, as the README shows."""
 import json
 
+import pytest
 from conftest import REPO, SAMPLE, run_tool
 
 
+@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_tiny_model_end_to_end_with_a_topics_path_pyserini_would_misread(tiny_preset, tmp_path):
     vectors, index = tmp_path / "vectors", tmp_path / "index"
     run_tool("encode", "corpus", "--encoder", tiny_preset, "--input", SAMPLE / "corpus.jsonl",
@@ -32,6 +34,7 @@ def readme_demo_output() -> list[str]:
     return [line.rstrip() for line in block.splitlines()]
 
 
+@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_offline_demo_runs_the_main_job(tmp_path):
     """The demo prints what the README shows, line for line (metrics table and top hits), and its
     JSON line holds the README table's nDCG@10, MRR@10, R@100 and R@1000 of both runs exactly."""

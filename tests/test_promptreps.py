@@ -91,6 +91,7 @@ def preset(tiny_llama, tmp_path_factory):
     return path
 
 
+@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_pipeline_sparse_lucene_dense_faiss_fused(preset, tmp_path):
     queries = SAMPLE / "queries.test.tsv"
     vectors, store, qtsv = tmp_path / "vectors", tmp_path / "store", tmp_path / "q.tsv"

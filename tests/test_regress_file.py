@@ -364,6 +364,7 @@ def test_training_steps_run_with_the_files_thread_count_whatever_threads_says(ti
     assert used == ["3", "3", "7"] and environment["train_threads"] == 3
 
 
+@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_regress_trains_the_same_weights_whatever_threads_says(tmp_path):
     """A real training step (4 steps from SPLADE-tiny on the sample data) run by regress with
     --threads 1 and --threads 2: the file's train_threads pins the count, so the weights are the same

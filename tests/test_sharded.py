@@ -78,6 +78,7 @@ def test_topic_order_follows_every_run():
 
 # ---- against one index, through Pyserini and Anserini -------------------------------------------
 
+@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_sharded_splade_tiny_search_equals_one_index(tmp_path):
     """The sample corpus encoded with the real SPLADE-tiny, in 3 shard groups."""
     vectors = tmp_path / "vectors"

@@ -47,6 +47,7 @@ def test_an_impact_index_searched_without_impact_is_refused(indexes, tmp_path):
     assert run.read_text().count("\n") >= 5
 
 
+@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_an_unrecorded_index_with_impact_like_frequencies_gets_a_warning(indexes, tmp_path):
     run = tmp_path / "run.txt"
     result = search(indexes / "unrecorded", indexes / "q.tsv", run)
