@@ -77,6 +77,12 @@ CASES = [
  ("take_rows picks by indexing", "lsr_pyserini/kernels/vocabulary.py",
   "    if table.dim() == 1:\n        return torch.nn.functional.embedding(ids, table.unsqueeze(1)).squeeze(-1)\n    return torch.nn.functional.embedding(ids, table)",
   "    return table[ids]", ["tests/test_train.py", "-k", "take_rows"]),
+ ("SAE decoder gradient left unprojected", "lsr_pyserini/models/ssr/sae.py",
+  "        grad -= columns * (grad * columns).sum(0, keepdim=True)\n", "        pass\n",
+  ["tests/test_devices.py", "-k", "ssr_fit_index_and_train"]),
+ ("SSR's one score drops the [CLS] term", "lsr_pyserini/models/ssr/sae.py",
+  "return tokens + weight * query_cls @ doc_cls.T, tokens", "return tokens + 0 * weight * query_cls @ doc_cls.T, tokens",
+  ["tests/test_ssr.py", "-k", "scores_equal_a_direct"]),
 ]
 
 

@@ -38,7 +38,8 @@ def pipeline(tiny_encoder_only, tmp_path_factory):
 
 
 def test_topk_codes_shape_sparsity_and_unit_norm_decoder():
-    from lsr_pyserini.models.ssr.sae import SAETrainer, TopKSAE
+    from lsr_pyserini.models.ssr.sae import SAEFit, TopKSAE
+    from lsr_pyserini.train.loop import train
 
     torch.manual_seed(0)
     sae = TopKSAE(16, 48, 5)
@@ -53,15 +54,23 @@ def test_topk_codes_shape_sparsity_and_unit_norm_decoder():
     assert torch.allclose(decoded, dense @ sae.W_dec.T + sae.b_pre, atol=1e-5)
     with torch.no_grad():  # latents 0-9 start nearly dead: they never win a top-5 place
         sae.b_enc[:10] = -2.5
-    trainer = SAETrainer(sae, aux_k=8, aux_weight=1 / 32, dead_after=50)
-    optimizer = torch.optim.Adam(sae.parameters(), lr=1e-2)
-    first = trainer.step(optimizer, x)
+    fit = SAEFit(sae, aux_k=8, aux_weight=1 / 32, dead_after=50)
+
+    class Rows:  # the whole of x at every step, through the loop every family trains with
+        def __len__(self):
+            return len(x)
+
+        def epoch_batches(self, epoch, seed, batch_size, group_size):
+            yield x
+
+    run = lambda steps: train(fit, Rows(), None, {}, epochs=steps, batch_size=len(x), group_size=1, lr=1e-2,
+                              seed=0, quiet=True)["final"]
+    first = run(1)
     dead_bias = sae.b_enc[:10].detach().clone()
-    logs = trainer.step(optimizer, x)
+    logs = run(1)
     assert logs["dead"] >= 10 and logs["aux"] > 0  # the auxiliary loss sees the dead latents ...
     assert (sae.b_enc[:10] > dead_bias).any()  # ... and pushes some of them back towards firing
-    for _ in range(30):
-        logs = trainer.step(optimizer, x)
+    logs = run(30)
     assert torch.allclose(sae.W_dec.norm(dim=0), torch.ones(48), atol=1e-5)
     assert logs["nmse"] < first["nmse"]
 
@@ -183,6 +192,13 @@ def test_ssr_and_maxsim_scores_equal_a_direct_computation(pipeline, first_stage,
             c_d = direct_codes(model.cls_sae, tokens.arrays["pooled"][row:row + 1])[0].astype(np.float16)
             expected = (z_q @ z_d.T).max(1).sum() + 0.5 * float(c_q @ c_d.astype(np.float32))
             assert ssr[(qid, docid)] == pytest.approx(expected, abs=2e-6, rel=1e-4)
+            # ... which is the model's one score (training's), on the same codes
+            doc_codes = model.token_sae.encode(torch.as_tensor(np.asarray(doc_tokens, dtype=np.float32)))
+            doc_cls = torch.as_tensor(c_d.astype(np.float32))[None]
+            defined, _ = model.score((tuple(c[None] for c in model.token_sae.encode(torch.as_tensor(query_tokens))),
+                                      torch.as_tensor(c_q)[None]),
+                                     ((doc_codes[0][None], doc_codes[1].half().float()[None]), doc_cls), 0.5)
+            assert ssr[(qid, docid)] == pytest.approx(float(defined[0, 0].detach()), abs=2e-6, rel=1e-4)
             dense = (query_tokens @ np.asarray(doc_tokens, dtype=np.float32).T).max(1).sum()
             assert maxsim[(qid, docid)] == pytest.approx(dense, abs=2e-6, rel=1e-4)
     # the re-ranker's two kernels (compiled where numba runs, numpy otherwise) give the same bits

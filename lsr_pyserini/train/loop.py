@@ -7,7 +7,20 @@ during its update (optimiser, scheduler, step count) takes effect once the updat
 
 The output folder is claimed first (`core/outputs.py`): locked while training; a folder holding a
 checkpoint of this loop is resumed; one holding a finished model (`lsr_training.json`) is
-replaced only with `overwrite`; anything else is never touched."""
+replaced only with `overwrite`; anything else is never touched. With no output (SSR's autoencoders,
+whose two fits `ssr fit` writes as one model folder), the loop trains the model in place.
+
+A model is a torch module with `loss(batch, step) -> (loss, logs)` and `save(folder)`; it may also
+declare how it trains (SSR's SAE fit declares most: `models/ssr/sae.SAEFit`):
+
+    parameter_groups(lr)  per-group learning rates for the AdamW optimiser
+    optimizer(lr)         its own optimiser instead of AdamW (weight decay 0.01)
+    warmup_and_decay      False: a constant learning rate
+    clip_norm             the gradient norm clipped to (default 1.0; None: no clipping)
+    before_update()       called between the backward pass and the update (e.g. to project gradients)
+    after_update()        called after the update (e.g. to renormalise weights)
+    device_ready          True when its loss puts every tensor on the model's device
+"""
 from __future__ import annotations
 
 import json
@@ -109,9 +122,10 @@ def claim_training_output(output: str, overwrite: bool):
 def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int, batch_size: int,
           group_size: int, lr: float, seed: int, warmup_ratio: float = 0.1, max_steps: int | None = None,
           save_every: int = 50, quiet: bool = False, overwrite: bool = False,
-          config: tuple[str, dict] | None = None) -> dict:
+          config: tuple[str, dict] | None = None, label: str | None = None) -> dict:
     """Train `model` (a family module) and save it to `output`, with `config` (family, settings)
-    recorded beside the weights; returns a summary."""
+    recorded beside the weights; returns a summary. `output` None: train in place, save nothing, and
+    let a Ctrl-C through (no checkpoint to resume from). `label`: the progress bar's."""
     from tqdm import tqdm
 
     placement = current()  # --device/--dtype (core/devices.py): float32 master weights, autocast forward
@@ -120,11 +134,13 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     if not placement.on_cpu and not getattr(model, "device_ready", False):
         raise InputError(f"training {type(model).__name__} on {placement.device}: the model does not declare "
                          f"device_ready (that its loss puts every tensor on the model's device); use --device cpu")
-    claim = claim_training_output(output, overwrite)
-    if claim.present and overwrite:
-        claim.clear()
-    out = claim.path
-    out.mkdir(parents=True, exist_ok=True)
+    claim = out = None
+    if output is not None:
+        claim = claim_training_output(output, overwrite)
+        if claim.present and overwrite:
+            claim.clear()
+        out = claim.path
+        out.mkdir(parents=True, exist_ok=True)
     model = placement.to(model)
     scaler = placement.grad_scaler()  # float16 only
     seed_everything(seed)
@@ -134,11 +150,16 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     total = epochs * steps_per_epoch if max_steps is None else min(epochs * steps_per_epoch, max_steps)
     groups = model.parameter_groups(lr) if hasattr(model, "parameter_groups") else \
         [{"params": [p for p in model.parameters() if p.requires_grad]}]  # a family may set per-group rates
-    optimizer = torch.optim.AdamW(groups, lr=lr, weight_decay=0.01)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _linear_schedule(total, int(total * warmup_ratio)))
-    checkpoint = out / CHECKPOINT
+    optimizer = model.optimizer(lr) if hasattr(model, "optimizer") else \
+        torch.optim.AdamW(groups, lr=lr, weight_decay=0.01)
+    schedule = _linear_schedule(total, int(total * warmup_ratio)) if getattr(model, "warmup_and_decay", True) \
+        else (lambda step: 1.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    clip_norm = getattr(model, "clip_norm", 1.0)
+    before_update, after_update = getattr(model, "before_update", None), getattr(model, "after_update", None)
+    checkpoint = out / CHECKPOINT if out is not None else None
     step = 0
-    if checkpoint.is_file():
+    if checkpoint is not None and checkpoint.is_file():
         state = torch.load(checkpoint, weights_only=False, map_location="cpu")
         if state["settings"] != settings:
             raise InputError(f"{checkpoint}: was written with other settings: use another --output, or pass "
@@ -150,7 +171,7 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
         _restore_rng(state, placement.device)
     model.train()
     step_start = None  # the generators' states when the step under way began (None: between steps)
-    progress = tqdm(total=total, initial=step, unit="step", disable=quiet, dynamic_ncols=True)
+    progress = tqdm(total=total, initial=step, unit="step", desc=label, disable=quiet, dynamic_ncols=True)
     started, last_logs = time.time(), {}
     try:
         for epoch in range(epochs):
@@ -168,14 +189,19 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
                 else:
                     scaler.scale(loss).backward()
                 with _uninterrupted():
+                    if scaler is not None:
+                        scaler.unscale_(optimizer)
+                    if before_update is not None:
+                        before_update()
+                    if clip_norm is not None:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
                     if scaler is None:
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                         optimizer.step()
                     else:
-                        scaler.unscale_(optimizer)
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                         scaler.step(optimizer)
                         scaler.update()
+                    if after_update is not None:
+                        after_update()
                     scheduler.step()
                     optimizer.zero_grad(set_to_none=True)
                     step += 1
@@ -183,10 +209,12 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
                 last_logs = {"loss": float(loss.detach()), **logs}
                 progress.set_postfix({k: f"{v:.4g}" for k, v in last_logs.items()})
                 progress.update(1)
-                if step % save_every == 0 and step < total:
+                if checkpoint is not None and step % save_every == 0 and step < total:
                     _save_checkpoint(checkpoint, model, optimizer, scheduler, step, settings, placement.device)
     except KeyboardInterrupt:
         progress.close()
+        if checkpoint is None:
+            raise
         # interrupted inside a step: the model and optimiser are still those before it, the RNG
         # goes back to where the step began, so the resumed run draws what this one would have
         _save_checkpoint(checkpoint, model, optimizer, scheduler, step, settings, placement.device, rng=step_start)
@@ -194,6 +222,8 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
                           f"run the same command to resume") from None
     progress.close()
     model.eval()
+    if out is None:
+        return {"steps": step, "seconds": round(time.time() - started, 1), "final": last_logs}
     model.save(out)
     if config is not None:
         write_config(out, *config)

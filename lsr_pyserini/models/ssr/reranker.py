@@ -3,7 +3,10 @@
     ssr     SSR-tok = sum over query tokens i of max over document tokens t of z_q,i . z_d,t
             SSR-CLS = SSR-tok + cls_weight x z_q,CLS . z_d,CLS  (--cls-weight; 0 gives SSR-tok;
             default: the model's cls_weight). Document codes come from the code store written by
-            `python -m lsr_pyserini.ssr index`; only queries are coded at query time.
+            `python -m lsr_pyserini.ssr index`; only queries are coded at query time. This is
+            `SSRModel.score` (sae.py, the score training takes the gradient of) computed from the
+            store's sparse rows: `ssr_tok_scores` and its compiled kernel are its fast paths, tested
+            equal to it (tests/test_ssr.py) and bit-identical to each other (tests/test_rerank_fast.py).
     maxsim  sum over query tokens of max over document tokens of the cosine of the backbone's
             token embeddings (float16 in the token store of `python -m lsr_pyserini.ssr embed`).
     pooled  single-vector cosine of the backbone's pooled vectors from the same token store (the

@@ -26,17 +26,12 @@ import torch
 
 from ...core.errors import InputError
 from ...core.outputs import json_file_kind
+from .config import RETRIEVAL
 
 CONFIG_FILE, WEIGHTS_FILE = "ssr_config.json", "sae.safetensors"
 SSR_MODEL = json_file_kind("an SSR model folder", CONFIG_FILE,
                            lambda config: isinstance(config, dict) and config.get("family") == "ssr")
-# retrieval settings an SSR model carries (defaults; `ssr fit` flags override them)
-RETRIEVAL_DEFAULTS = {
-    "query_term_budget": 256,     # adaptive K: a query of n tokens keeps budget / n neurons per token ...
-    "query_k_min": 4,             # ... but at least this many (and at most the token SAE's K)
-    "cls_terms": True,            # also write the [CLS] code as pseudo-terms c<n> (first stage)
-    "cls_weight": 1.0,            # SSR-CLS = SSR-tok + cls_weight x z_q[CLS] . z_d[CLS]
-}
+RETRIEVAL_DEFAULTS = RETRIEVAL.defaults()  # the retrieval settings an SSR model carries (`ssr fit` flags set them)
 
 
 def sparse_decode(decoder: torch.Tensor, indices: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -97,15 +92,48 @@ def normalised_mse(x: torch.Tensor, x_hat: torch.Tensor) -> tuple[torch.Tensor, 
     return (x - x_hat).pow(2).sum(-1).mean() / variance, variance
 
 
-class SAETrainer:
-    """Reconstruction + dead-latent auxiliary loss for one TopK SAE."""
+def padded_codes(sae, vectors: torch.Tensor, keep: torch.Tensor):
+    """TopK codes of the kept rows of B x L x d vectors, as B x L x K (zeros where not kept)."""
+    values, indices = sae.pre_activations(vectors[keep]).topk(sae.k, dim=-1)
+    all_values = torch.zeros(*keep.shape, sae.k, dtype=values.dtype, device=values.device)
+    all_indices = torch.zeros(*keep.shape, sae.k, dtype=torch.long, device=values.device)
+    all_values[keep], all_indices[keep] = values, indices
+    return all_indices, all_values, sae.decode(indices, values)
+
+
+def late_interaction(query_codes, doc_codes, latents: int) -> torch.Tensor:
+    """B x D matrix of sum_i max_t z_q,i . z_d,t (padded rows have zero codes, scores are >= 0)."""
+    q_index, q_value = query_codes
+    d_index, d_value = doc_codes
+    dense_queries = torch.zeros(*q_index.shape[:2], latents, dtype=q_value.dtype,
+                                device=q_value.device).scatter(-1, q_index, q_value)
+    gathered = dense_queries[:, :, d_index]                          # B x Lq x D x Ld x K
+    similarities = (gathered * d_value).sum(-1)                      # B x Lq x D x Ld
+    return similarities.amax(-1).sum(1)                              # B x D
+
+
+
+class SAEFit(torch.nn.Module):
+    """One TopK SAE as a model of the training loop (`train/loop.py`): reconstruction + dead-latent
+    auxiliary loss, Adam at a constant rate without clipping, and the decoder's columns kept at unit
+    norm (the part of the gradient that would change their norms is dropped before each update, and
+    they are set back to unit norm after it)."""
+
+    device_ready = True       # batches are moved to the SAE's device in `loss`
+    warmup_and_decay = False  # a constant learning rate
+    clip_norm = None          # no gradient clipping
 
     def __init__(self, sae: TopKSAE, aux_k: int, aux_weight: float, dead_after: int):
+        super().__init__()
         self.sae, self.aux_k, self.aux_weight, self.dead_after = sae, aux_k, aux_weight, dead_after
-        self.since_fired = torch.zeros(sae.latents, dtype=torch.long, device=sae.W_enc.device)
+        self.register_buffer("since_fired", torch.zeros(sae.latents, dtype=torch.long, device=sae.W_enc.device))
 
-    def loss(self, x: torch.Tensor) -> tuple[torch.Tensor, dict]:
+    def optimizer(self, lr: float):
+        return torch.optim.Adam(self.sae.parameters(), lr=lr)
+
+    def loss(self, x: torch.Tensor, step: int | None = None) -> tuple[torch.Tensor, dict]:
         sae = self.sae
+        x = x.to(sae.W_enc.device)
         pre = sae.pre_activations(x)
         values, indices = pre.topk(sae.k, dim=-1)
         x_hat = sae.decode(indices, values)
@@ -125,54 +153,77 @@ class SAETrainer:
             loss = loss + self.aux_weight * aux
         return loss, {"nmse": reconstruction.item(), "aux": aux.item(), "dead": int(dead.sum())}
 
-    def step(self, optimizer, x: torch.Tensor) -> dict:
-        loss, logs = self.loss(x)
-        optimizer.zero_grad()
-        loss.backward()
-        with torch.no_grad():  # drop the gradient part that would change decoder column norms
-            grad, columns = self.sae.W_dec.grad, self.sae.W_dec
-            grad -= columns * (grad * columns).sum(0, keepdim=True)
-        optimizer.step()
+    @torch.no_grad()
+    def before_update(self) -> None:
+        """Drop the part of the decoder's gradient that would change its columns' norms."""
+        grad, columns = self.sae.W_dec.grad, self.sae.W_dec
+        grad -= columns * (grad * columns).sum(0, keepdim=True)
+
+    def after_update(self) -> None:
         self.sae.normalize_decoder()
-        return logs
+
+
+class SAERows:
+    """The rows of an N x d matrix (float16/32, e.g. a memory-mapped token store) as training batches:
+    each epoch one permutation drawn from a generator seeded once, cut into N // batch_size batches,
+    each batch's rows read in order as float32. `sample` holds up to 65,536 rows drawn first (for the
+    initial b_pre and the final held-out error)."""
+
+    def __init__(self, data: np.ndarray, seed: int):
+        self.data = data
+        generator = np.random.default_rng(seed)
+        self.sample = data[np.sort(generator.choice(len(data), min(len(data), 65536), replace=False))]
+        self._after_sample = generator.bit_generator.state
+        self._next = (0, self._after_sample)  # (epoch, the generator's state before its permutation)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def permutation(self, epoch: int) -> np.ndarray:
+        """Epoch `epoch`'s permutation: the generator's draw after the sample and the epochs before."""
+        start, state = self._next if self._next[0] <= epoch else (0, self._after_sample)
+        generator = np.random.default_rng()
+        generator.bit_generator.state = state
+        for _ in range(start, epoch):
+            generator.permutation(len(self.data))
+        order = generator.permutation(len(self.data))
+        self._next = (epoch + 1, generator.bit_generator.state)
+        return order
+
+    def epoch_batches(self, epoch: int, seed: int, batch_size: int, group_size: int = 1):
+        order = self.permutation(epoch)
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            rows = np.sort(order[start:start + batch_size])
+            yield torch.from_numpy(np.asarray(self.data[rows], dtype=np.float32))
 
 
 def fit_sae(data: np.ndarray, latents: int, k: int, steps: int, batch_size: int, lr: float, seed: int,
             aux_k: int, aux_weight: float, dead_after: int, label: str, quiet: bool,
             device: str = "cpu") -> tuple[TopKSAE, dict]:
-    """Train a TopK SAE on the rows of ``data`` (float16/32, N x d) on ``device``, in float32; returns it
-    (on the CPU) and a summary. The initialisation is drawn on the CPU whatever the device, and each
-    batch is read from ``data`` as float32 rows, then moved."""
-    from tqdm import tqdm
+    """Train a TopK SAE on the rows of ``data`` (float16/32, N x d) on ``device``, in float32, with the
+    training loop of every family (`train/loop.py`); returns it (on the CPU) and a summary. The
+    initialisation is drawn on the CPU whatever the device, and each batch is read from ``data`` as
+    float32 rows, then moved. A batch larger than the data takes every row at each step."""
+    from ...core.devices import placed
+    from ...train.loop import train
 
     torch.manual_seed(seed)
-    generator = np.random.default_rng(seed)
+    rows = SAERows(data, seed)
     sae = TopKSAE(data.shape[1], latents, k)
     with torch.no_grad():  # b_pre starts at the data mean (a cheap stand-in for the geometric median)
-        sample = data[np.sort(generator.choice(len(data), min(len(data), 65536), replace=False))]
-        sae.b_pre.copy_(torch.from_numpy(np.asarray(sample, dtype=np.float32).mean(0)))
-    sae.to(device)  # before the optimiser: its state lives beside the parameters
-    trainer = SAETrainer(sae, aux_k, aux_weight, dead_after)
-    optimizer = torch.optim.Adam(sae.parameters(), lr=lr)
-    started, logs = time.time(), {}
-    progress = tqdm(range(steps), desc=f"{label} SAE", disable=quiet, dynamic_ncols=True)
-    order = generator.permutation(len(data))
-    position = 0
-    for _ in progress:
-        if position + batch_size > len(order):
-            order, position = generator.permutation(len(data)), 0
-        rows = np.sort(order[position:position + batch_size])
-        position += batch_size
-        logs = trainer.step(optimizer, torch.from_numpy(np.asarray(data[rows], dtype=np.float32)).to(device))
-        progress.set_postfix(nmse=f"{logs['nmse']:.3f}", dead=logs["dead"])
-    progress.close()
-    with torch.no_grad():
-        held = torch.from_numpy(np.asarray(sample[:8192], dtype=np.float32)).to(device)
-        _, final = trainer.loss(held)
+        sae.b_pre.copy_(torch.from_numpy(np.asarray(rows.sample, dtype=np.float32).mean(0)))
+    fit = SAEFit(sae, aux_k, aux_weight, dead_after)
+    step_rows = min(batch_size, len(data))
+    started = time.time()
+    with placed(device, "float32"):
+        train(fit, rows, None, {}, epochs=-(-steps // (len(data) // step_rows)), batch_size=step_rows, group_size=1,
+              lr=lr, seed=seed, max_steps=steps, quiet=quiet, label=f"{label} SAE")
+        with torch.no_grad():
+            _, final = fit.loss(torch.from_numpy(np.asarray(rows.sample[:8192], dtype=np.float32)))
     summary = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "aux_k": aux_k,
                "aux_weight": aux_weight, "dead_after": dead_after, "training_rows": int(len(data)),
                "seconds": round(time.time() - started, 2), "final_nmse": round(final["nmse"], 4),
-               "dead_latents": int((trainer.since_fired > dead_after).sum())}
+               "dead_latents": int((fit.since_fired > dead_after).sum())}
     return sae.cpu().eval(), summary
 
 
@@ -188,6 +239,18 @@ class SSRModel:
         self.backbone, self.token_sae, self.cls_sae = backbone, token_sae, cls_sae
         self.settings = {**RETRIEVAL_DEFAULTS, **settings}
         self.training = training or {}
+
+    def score(self, query, documents, cls_weight: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(SSR-CLS, SSR-tok), each B x D, of B queries and D documents, each side (token codes, dense
+        [CLS] codes): token codes as (indices, values), B x L x K, zero values on padded tokens, and the
+        [CLS] codes as B x h. SSR-tok = sum_i max_t z_q,i . z_d,t; SSR-CLS = SSR-tok + cls_weight x
+        z_q,CLS . z_d,CLS (default: the model's cls_weight). The one definition of the score: training
+        takes its gradient, and the re-ranker's kernels (`reranker.py`) compute it from a code store's
+        sparse rows (tested equal to it in tests/test_ssr.py)."""
+        (query_codes, query_cls), (doc_codes, doc_cls) = query, documents
+        weight = self.settings["cls_weight"] if cls_weight is None else cls_weight
+        tokens = late_interaction(query_codes, doc_codes, self.token_sae.latents)
+        return tokens + weight * query_cls @ doc_cls.T, tokens
 
     def save(self, folder) -> None:
         from safetensors.torch import save_file

@@ -20,7 +20,7 @@ import torch
 from ...core.errors import InputError
 from ...core.options import non_negative_float, positive_float
 from .backbone import TokenEncoder
-from .sae import SSRModel, normalised_mse
+from .sae import SSRModel, late_interaction, normalised_mse, padded_codes  # noqa: F401 (late_interaction: its old place)
 from ...core.settings import Schema, Setting
 from ..registry import trainer
 from ..base import Batch
@@ -37,26 +37,6 @@ TRAINING = Schema("ssr training", (
             non_negative_float),
     Setting("train_cls_weight", None, "weight of the [CLS] code similarity in the trained score; none = the model's "
                                       "cls_weight", non_negative_float, nullable=True)))
-
-def padded_codes(sae, vectors: torch.Tensor, keep: torch.Tensor):
-    """TopK codes of the kept rows of B x L x d vectors, as B x L x K (zeros where not kept)."""
-    values, indices = sae.pre_activations(vectors[keep]).topk(sae.k, dim=-1)
-    all_values = torch.zeros(*keep.shape, sae.k, dtype=values.dtype, device=values.device)
-    all_indices = torch.zeros(*keep.shape, sae.k, dtype=torch.long, device=values.device)
-    all_values[keep], all_indices[keep] = values, indices
-    return all_indices, all_values, sae.decode(indices, values)
-
-
-def late_interaction(query_codes, doc_codes, latents: int) -> torch.Tensor:
-    """B x D matrix of sum_i max_t z_q,i . z_d,t (padded rows have zero codes, scores are >= 0)."""
-    q_index, q_value = query_codes
-    d_index, d_value = doc_codes
-    dense_queries = torch.zeros(*q_index.shape[:2], latents, dtype=q_value.dtype,
-                                device=q_value.device).scatter(-1, q_index, q_value)
-    gathered = dense_queries[:, :, d_index]                          # B x Lq x D x Ld x K
-    similarities = (gathered * d_value).sum(-1)                      # B x Lq x D x Ld
-    return similarities.amax(-1).sum(1)                              # B x D
-
 
 def dense_maxsim(queries, query_keep, documents, doc_keep) -> torch.Tensor:
     """B x D matrix of sum_i max_t x_q,i . x_d,t over the kept (ordinary) tokens of both sides."""
@@ -119,8 +99,7 @@ class SSRFamily(torch.nn.Module):
         self.cls_sae.normalize_decoder()
         query_codes, query_cls, query_error, query_dense = self.side(batch.queries, "queries")
         doc_codes, doc_cls, doc_error, doc_dense = self.side(batch.documents, "documents", batch.document_ids)
-        token_scores = late_interaction(query_codes, doc_codes, self.token_sae.latents)
-        scores = token_scores + self.cls_weight * query_cls @ doc_cls.T
+        scores, token_scores = self.ssr.score((query_codes, query_cls), (doc_codes, doc_cls), self.cls_weight)
         ranking = contrastive_loss(self.args.score_scale * scores, batch.group_size)
         reconstruction = (query_error + doc_error) / 2
         loss = ranking + self.args.reconstruction_weight * reconstruction
