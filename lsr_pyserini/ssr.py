@@ -28,7 +28,7 @@ from .core.cli import QUIET_HELP, progress_bar, quiet_libraries, run_main, set_t
 from .core.devices import activate, add_device_args
 from .core.environment import environment
 from .core.errors import InputError
-from .core.options import non_negative_float, positive_float, positive_int, random_seed
+from .core.options import positive_int
 from .core.readers import Document, checked_corpus, input_identity, read_corpus
 from .core.outputs import claim_output
 from .core.writer import SHARD_FOLDER, ShardWriter, to_impacts, write_corpus_shards
@@ -36,13 +36,11 @@ from .stores.tokens import TOKEN_STORES, TokenRows, TokenRowsWriter
 from .core.settings import UNSET
 from .models.configs import resolve_settings
 from .models.settings import QUERY_MAX_LENGTH
-from .models.ssr.config import SCHEMA as SSR_SETTINGS
+from .models.ssr.config import FIT as SAE_FIT, RETRIEVAL, SCHEMA as SSR_SETTINGS
 from .models.ssr.backbone import TokenEncoder
 from .models.ssr.codes import codes, document_terms
-from .models.ssr.sae import RETRIEVAL_DEFAULTS, SSR_MODEL, SSRModel, check_sizes, fit_sae
+from .models.ssr.sae import SSR_MODEL, SSRModel, check_sizes, fit_sae
 
-# the types of the numeric RETRIEVAL_DEFAULTS on the command line
-RETRIEVAL_TYPES = {"query_term_budget": positive_int, "query_k_min": positive_int, "cls_weight": non_negative_float}
 SAE_DTYPE_HELP = ("the SAEs compute in float32 on every device, auto included: half precision would change which "
                   "latents TopK keeps and saves next to nothing on matrices this small (default: auto)")
 
@@ -122,33 +120,8 @@ def embed(args) -> None:
 
 
 def add_fit_arguments(parser) -> None:
-    parser.add_argument("--latents", type=positive_int, default=4096,
-                        help="token SAE latents h (default: 4096; paper: 16384)")
-    parser.add_argument("--k", type=positive_int, default=32,
-                        help="token SAE active latents K (default: 32, as the paper)")
-    parser.add_argument("--cls-latents", type=positive_int, default=1024, help="[CLS] SAE latents (default: 1024)")
-    parser.add_argument("--cls-k", type=positive_int, default=32, help="[CLS] SAE active latents (default: 32)")
-    parser.add_argument("--steps", type=positive_int, default=300, help="token SAE optimiser steps (default: 300)")
-    parser.add_argument("--cls-steps", type=positive_int, default=400, help="[CLS] SAE optimiser steps (default: 400)")
-    parser.add_argument("--batch-size", type=positive_int, default=2048, help="token vectors per step (default: 2048)")
-    parser.add_argument("--cls-batch-size", type=positive_int, default=256,
-                        help="pooled vectors per step (default: 256)")
-    parser.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate (default: 1e-3)")
-    parser.add_argument("--aux-k", type=positive_int, default=256,
-                        help="latents in the dead-latent auxiliary loss (default: 256)")
-    parser.add_argument("--aux-weight", type=non_negative_float, default=1 / 32,
-                        help="auxiliary loss weight (default: 1/32)")
-    parser.add_argument("--dead-after", type=positive_int, default=200_000,
-                        help="a latent is dead after this many inputs without firing (default: 200000)")
-    parser.add_argument("--seed", type=random_seed, default=0, help="random seed (default: 0)")
-    for key, default in RETRIEVAL_DEFAULTS.items():
-        flag = "--" + key.replace("_", "-")
-        if isinstance(default, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default,
-                                help=f"retrieval setting stored in the model (default: {default})")
-        else:
-            parser.add_argument(flag, type=RETRIEVAL_TYPES[key], default=default,
-                                help=f"retrieval setting stored in the model (default: {default})")
+    for setting in (*SAE_FIT.settings, *RETRIEVAL.settings):
+        setting.add_to(parser, default=setting.default)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing SSR model folder (default: refuse)")
 
@@ -165,7 +138,7 @@ def fit_command(args, device: str = "cpu") -> None:
                                    label="token", **common)
     cls_sae, cls_log = fit_sae(store.arrays["pooled"], args.cls_latents, args.cls_k, args.cls_steps,
                                args.cls_batch_size, label="[CLS]", **common)
-    settings = {key: getattr(args, key) for key in RETRIEVAL_DEFAULTS}
+    settings = {key: getattr(args, key) for key in RETRIEVAL.names}
     model = SSRModel(backbone, token_sae, cls_sae, settings,
                      {"token_sae": token_log, "cls_sae": cls_log, "tokens": str(Path(args.tokens).resolve()),
                       "environment": environment()})
