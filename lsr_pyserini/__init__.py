@@ -19,6 +19,10 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 
+from . import moved as _moved  # noqa: E402 (the old module paths keep resolving)
+
+_moved.install()
+
 
 def __getattr__(name: str):
     if name in _EXPORTS:

@@ -42,6 +42,9 @@ def to_impacts(vector: dict[str, float], impact_scale: float) -> dict[str, int]:
     return impacts
 
 
+
+quantize = to_impacts  # its name before the int8 kernels took the word (kernels/int8.py)
+
 def query_line(qid: str, impacts: dict[str, int]) -> str:
     """`qid<TAB>terms`, each term repeated by its impact (what `pyserini.search.lucene --impact` reads)."""
     terms = " ".join(" ".join([term] * impact) for term, impact in impacts.items())

@@ -12,6 +12,7 @@ QUERY_MODE = Setting("query_mode", "model", "model: queries run through the mode
                      "queries, the tokenizer's tokens weighted by query_weights", choices=("model", "tokenizer"))
 QUERY_WEIGHTS = Setting("query_weights", None, "JSON {term: weight} table for query_mode tokenizer, a file of the "
                         "model folder or a path; none = weight 1", nullable=True)
+POOLINGS, QUERY_MODES = POOLING.choices, QUERY_MODE.choices
 
 SCHEMA = family(Schema("splade", SPARSE_COMMON + (POOLING, DOC_MAX_LENGTH, QUERY_MAX_LENGTH, DOC_TOP_K, QUERY_TOP_K,
                                                   QUERY_MODE, QUERY_WEIGHTS, QUANTIZE)))
