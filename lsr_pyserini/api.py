@@ -88,12 +88,6 @@ def choose_engine(index, encoder_family: str | None) -> str:
     return "lucene"
 
 
-def _check_pairing(index, engine: str, settings: dict | None, encoder: str | None) -> None:
-    """One line for an encoder that does not fit the engine or the index (nothing loaded yet): what
-    the engine takes is its own declaration (`Engine.check_query_side`)."""
-    engine_class(engine).check_query_side(index, settings, encoder)
-
-
 class Searcher:
     """Search an index with encoded queries, optionally re-ranking its candidates.
 
@@ -156,7 +150,8 @@ class Searcher:
         elif bm25 is not None:
             raise InputError(f"bm25=(k1, b) applies to BM25 indexes, not to engine {name!r}")
         check_engine(name, engine_options)
-        _check_pairing(shards or index, name, settings, encoder)
+        # what the engine takes is its own declaration; nothing is loaded before it answers
+        engine_class(name).check_query_side(shards or index, settings, encoder)
         if name == "bm25" and is_bm25aug(settings):  # its model says which BM25 it was trained for
             self.query_side = self._query_side(name, index, settings, encoder_options)
             engine_options.setdefault("k1", self.query_side.bm25[0])

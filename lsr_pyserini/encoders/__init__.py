@@ -27,11 +27,10 @@ def families_with_dense_side() -> list[str]:
 
 
 def build_encoder(settings: dict) -> SparseEncoder:
-    """An encoder from a resolved config (the `family` key picks the builder)."""
+    """An encoder from a resolved config (the `family` key picks the builder). The settings are
+    checked once, by the encoder against its family's schema (an unknown key or a bad value: one line)."""
     schema = schema_of(settings.get("family"))
-    own = {k: v for k, v in settings.items() if k not in WRITER_KEYS}
-    schema.checked(own, f"encoder {settings.get('name', schema.family)!r}", ignore=(CHECKSUM_KEY,))
-    own.pop(CHECKSUM_KEY, None)  # a preset's pinned digests: checked when the preset is resolved
+    own = {k: v for k, v in settings.items() if k not in (*WRITER_KEYS, CHECKSUM_KEY)}  # digests: checked already
     return ENCODERS[schema.family](**own)
 
 

@@ -36,6 +36,11 @@ def checkpoint_settings(folder: Path) -> tuple[str, dict]:
     return family, schema.checked(recorded, f"checkpoint {folder}")
 
 
+def preset_settings(preset: dict) -> dict:
+    """A checked preset's settings of its family (without its name, family and pinned digests)."""
+    return {k: v for k, v in preset.items() if k not in ("family", "name", CHECKSUM_KEY)}
+
+
 def family_of(name_or_path: str) -> str:
     """The family a preset or checkpoint folder belongs to (nothing else read or checked)."""
     folder = Path(name_or_path)
@@ -57,8 +62,7 @@ def resolve_settings(name_or_path: str, overrides: dict | None = None, source: s
     else:
         preset = checked_preset(load_preset(name_or_path), model_overridden="model" in overrides)
         family, name = preset["family"], preset["name"]
-        given = {k: v for k, v in preset.items() if k not in ("family", "name", CHECKSUM_KEY)}
-        origin = f"preset {name!r}"
+        given, origin = preset_settings(preset), f"preset {name!r}"
     schema = schema_of(family)
     settings = schema.complete(given, origin)
     settings.update(schema.checked(overrides, source))
@@ -93,5 +97,4 @@ def base_settings(family: str, base: str) -> dict:
     preset = checked_preset(preset, model_overridden=False)
     if preset["family"] != family:
         return {**schema.defaults(), "model": preset["model"]}
-    given = {k: v for k, v in preset.items() if k not in ("family", "name", CHECKSUM_KEY)}
-    return schema.complete(given, f"preset {preset['name']!r}")
+    return schema.complete(preset_settings(preset), f"preset {preset['name']!r}")
