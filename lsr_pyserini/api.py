@@ -18,6 +18,7 @@ and dense stores, each with any registered re-ranker on top, through the same sc
 """
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from .core.devices import placed
@@ -27,7 +28,7 @@ from .core.indexes import BM25, IMPACT, is_remote, lucene_index_kind
 from .core.options import checked, positive_int, probability
 from .encoders import build_encoder
 from .models.base import SparseEncoder
-from .encoders.query import (DEFAULT_ENCODER, AugmentedBm25Queries, DenseQueries, EncodedQueries, QueryEncoder,
+from .encoders.query import (DEFAULT_ENCODER, AugmentedBm25Queries, EncodedQueries, QueryEncoder,
                               TextQueries, encoder_settings, is_bm25aug)
 from .engines import VECTOR, available_engines, build_engine, check_engine, engine_class
 from .engines.base import ENCODED
@@ -112,10 +113,23 @@ class Searcher:
                  bm25: tuple[float, float] | None = None, encoder_options: dict | None = None,
                  engine: str | None = None, engine_options: dict | None = None,
                  device: str | None = None, dtype: str | None = None, encoded: bool = False):
-        with placed(device, dtype) as placement:
-            self.placement = placement
+        self._place, self._placement = (device, dtype), None
+        # encoded queries and no re-ranker: no model to place, and resolving `auto` would import torch (2 s)
+        self._models = not (encoded and reranker is None)
+        with placed(self.placement) if self._models else contextlib.nullcontext():
             self._open(index, encoder, reranker, store, interpolate, fusion, candidates, reranker_options, bm25,
                        dict(encoder_options or {}), engine, dict(engine_options or {}), encoded)
+
+    @property
+    def placement(self):
+        """Where the query encoder and the re-ranker's model run (resolved when first needed)."""
+        if self._placement is None:
+            with placed(*self._place) as placement:
+                self._placement = placement
+        return self._placement
+
+    def _placed(self):
+        return placed(self.placement) if self._models else contextlib.nullcontext()
 
     def _open(self, index, encoder, reranker, store, interpolate, fusion, candidates, reranker_options, bm25,
               encoder_options, engine, engine_options, encoded):
@@ -168,6 +182,8 @@ class Searcher:
     @staticmethod
     def _query_side(engine, index, settings, encoder_options):
         if engine_class(engine).query_kind == VECTOR:
+            from .models.dense.queries import DenseQueries
+
             return DenseQueries(index, **encoder_options)
         if settings is None:
             return TextQueries()
@@ -209,7 +225,7 @@ class Searcher:
             raise InputError(f"{len(texts)} query texts for {len(qids)} query ids")
         if len(set(qids)) < len(qids):
             raise InputError("query ids repeat: give each query its own id")
-        with placed(self.placement):  # a model loaded on first use goes there too
+        with self._placed():  # a model loaded on first use goes there too
             return self.query_side.queries(qids, texts)
 
     def search_encoded(self, texts: list[str], qids: list[str], queries: list, k: int = 10, threads: int = 1,
@@ -218,7 +234,7 @@ class Searcher:
         queries `encode_queries` made of `texts`."""
         k, threads = checked("k", k, positive_int), checked("threads", threads, positive_int)
         depth = max(k, self.candidates) if self.reranker else k
-        with placed(self.placement):
+        with self._placed():
             run = self.engine.search(qids, queries, depth, threads)
             first_scores = None
             if self.reranker is not None:

@@ -8,7 +8,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
+
+import numpy as np
 
 Ranking = list[tuple[str, float]]
 Run = dict[str, Ranking]
@@ -55,3 +57,40 @@ class Hit:
     first_stage_score: float | None = None  # set when a re-ranker produced `score`
     terms: tuple[TermMatch, ...] | None = None  # with explain=True: the matching terms, largest first
     explained: str | None = None  # what `terms` explain: "score", or "first_stage" for a re-ranked hit
+
+
+# Anserini's ScoreTiesAdjusterReranker, which every Lucene searcher of Anserini runs last
+TIE_EPSILON = np.float32(1e-6)
+TIE_GAP = np.float32(1e-4)
+
+
+def adjust_ties(raw: Iterable[float]) -> list[float]:
+    """Anserini's ScoreTiesAdjusterReranker on scores in rank order, in float32 as in Java:
+    round to 4 decimals, then subtract 1e-6 x c from the c-th score that follows a tie (a score
+    within 1e-4 of the adjusted one before it). Where every gap between neighbouring rounded scores
+    is 0 or clearly above 1e-4 (impact scores: integers), in one pass of numpy; else one by one."""
+    values = np.fromiter(raw, dtype=np.float32)
+    if not len(values):
+        return []
+    rounded = (np.floor(values.astype(np.float64) * 10000.0 + 0.5) / 10000.0).astype(np.float32)  # Math.round
+    gaps = rounded[:-1] - rounded[1:]
+    if np.all((gaps == 0) | (gaps > TIE_GAP * 2 + np.float32(2e-6 * len(values)))):
+        starts = np.flatnonzero(np.concatenate(([True], gaps != 0)))
+        run_start = starts[np.searchsorted(starts, np.arange(len(values)), side="right") - 1]
+        ties = (np.arange(len(values)) - run_start).astype(np.float32)
+        return (rounded - TIE_EPSILON * ties).tolist()
+    out: list[np.float32] = []
+    ties = 0
+    for i, score in enumerate(rounded):
+        if i == 0 or (out[-1] - score) > TIE_GAP:
+            ties = 0
+        else:
+            ties += 1
+            score = np.float32(score - TIE_EPSILON * np.float32(ties))
+        out.append(score)
+    return [float(score) for score in out]
+
+
+def sort_key(docid: str, raw: float) -> tuple:
+    """Anserini's order: score descending, then the docid's UTF-8 bytes ascending."""
+    return (-raw, docid.encode("utf-8"))

@@ -17,7 +17,6 @@ from __future__ import annotations
 from ..core.length_order import encode_in_length_order
 from ..core.errors import InputError
 from ..models.configs import resolve_settings
-from ..models.dense.queries import DenseQueries  # noqa: F401  (the dense query side, with the others)
 from ..models.settings import QUERY_MAX_LENGTH
 from ..core.writer import to_impacts
 from . import build_encoder
@@ -135,3 +134,13 @@ class AugmentedBm25Queries:
 
 def is_bm25aug(settings: dict | None) -> bool:
     return settings is not None and settings.get("family") == "bm25aug"
+
+
+def __getattr__(name: str):
+    """`DenseQueries` (the dense query side, with the others) on first use: it imports torch, which
+    a search of a Lucene or Seismic index never needs."""
+    if name == "DenseQueries":
+        from ..models.dense.queries import DenseQueries
+
+        return DenseQueries
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

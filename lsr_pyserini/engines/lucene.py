@@ -1,4 +1,7 @@
-"""Lucene engines, through Pyserini's searchers: `lucene` (impact search) and `bm25`.
+"""Lucene engines on Anserini's and Lucene's classes: `lucene` (impact search) and `bm25`.
+
+Neither imports Pyserini's Python search modules (which import torch and transformers: 8 s): the
+classes are named here, so a search starts in the time the JVM takes.
 
 Every call into Java runs on the one JVM thread (`core.java.on_jvm_thread`: pyjnius is not safe
 under several Python threads); parallel search is Anserini's own batch search with `threads` Java
@@ -12,6 +15,13 @@ threads, and results are turned into Python values on the JVM thread.
   given as `{term: boost}` bags (augmented BM25, `bm25aug queries`), each term repeated by its
   boost, which Pyserini's bag-of-words query turns into one clause of that boost.
 
+The top k costs the search, not the reading of ids: Lucene ranks by (score, the `id` field's doc
+values) as Anserini's searchers ask (`TopK`), the hits cross to Python as one JSON text per query
+(Jackson, in Anserini's jar) with each id taken from its sort value, and Anserini's tie adjustment
+is applied in Python bit for bit (`core/hits.adjust_ties`): the run equals Anserini's, without
+reading a stored field. An index without doc values on `id` (built elsewhere) is searched through
+Anserini's own batch search (ids from stored fields), with one warning.
+
 Explanations come from Lucene's own `IndexSearcher.explain` on the query Anserini builds, under
 the similarity it scores with: for `lucene` every term's contribution is query impact x document
 impact (their sum is the score before Anserini's tie adjustment, exactly); for `bm25` they are
@@ -21,14 +31,20 @@ field, else from the `encode corpus` shards the index was built from (`INDEX.lsr
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
+
+import numpy as np
 
 from ..core.errors import InputError
-from ..core.hits import Run, TermMatch, run_precision
+from ..core.hits import Run, TermMatch, adjust_ties, run_precision, top_k_with_ties
 from ..core.indexes import BM25, IMPACT, encoding_record, lucene_index_kind, shards_folder
 from ..core.java import on_jvm_thread
 from .base import ENCODED, IMPACTS, TEXT, Engine, manifest_encoder, register, sorted_matches
 
-CONTENTS = "contents"
+log = logging.getLogger(__name__)
+CONTENTS, ID = "contents", "id"
 PYSERINI_BM25 = (0.9, 0.4)
 
 
@@ -65,18 +81,28 @@ class LuceneIndex:
     Its methods run on the JVM thread (call them through `on_jvm_thread`)."""
 
     def __init__(self, index: str, similarity):
-        from jnius import autoclass
+        from jnius import JavaException, autoclass
 
         self.path = str(index)
         reader_class = autoclass("org.apache.lucene.index.DirectoryReader")
         directory = autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.nio.file.Paths").get(self.path))
-        self.reader = reader_class.open(directory)
+        try:
+            self.reader = reader_class.open(directory)
+        except JavaException as err:  # a corrupt or partial index: refused before the first query
+            reason = (str(err).splitlines() or ["unreadable"])[0]
+            raise InputError(f"{self.path}: not a readable Lucene index ({reason})") from None
         self.index_searcher = autoclass("org.apache.lucene.search.IndexSearcher")(
             self.reader, signature="(Lorg/apache/lucene/index/IndexReader;)V")
         self.index_searcher.setSimilarity(similarity)
         self.utils = autoclass("io.anserini.index.IndexReaderUtils")
         self.generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
+        self.documents = int(self.reader.numDocs())
         self._shards = None  # ShardDocuments of the recorded shards; False when there are none
+
+    def document(self, docid: str):
+        """The stored Lucene document of an external id (None when there is none)."""
+        lucene_docid = self.utils.convertDocidToLuceneDocid(self.reader, docid)
+        return None if lucene_docid < 0 else self.reader.storedFields().document(lucene_docid)
 
     def explain(self, query, docids: list[str], impacts: dict[str, int] | None = None) -> dict[str, tuple[TermMatch, ...]]:
         """Each document's matching terms under `query` (a Lucene Query). With `impacts` (impact
@@ -95,20 +121,20 @@ class LuceneIndex:
             explained[docid] = sorted_matches(matches)
         return explained
 
-    def docs(self, searcher, docids: list[str]) -> list[str | None]:
+    def docs(self, docids: list[str]) -> list[str | None]:
         """Documents' texts: from the `encode corpus` shards the index was built from where its record
         names them (read in Python: about 0.1 ms a document, against 1.5-2 ms for Pyserini's stored
         field lookup by id), else from the stored fields, in one trip to the JVM thread."""
         shards = self._shard_documents()
         if shards:
             return [shards.text(docid) for docid in docids]
-        return on_jvm_thread(lambda: [self.doc(searcher, docid) for docid in docids])
+        return on_jvm_thread(lambda: [self.doc(docid) for docid in docids])
 
-    def doc(self, searcher, docid: str) -> str | None:
-        document = searcher.doc(docid)
+    def doc(self, docid: str) -> str | None:
+        document = self.document(docid)
         if document is None:
             return None
-        raw = document.raw()
+        raw = document.get("raw")
         if raw:
             try:
                 record = json.loads(raw)
@@ -119,7 +145,7 @@ class LuceneIndex:
                     if isinstance(record.get(field), str):
                         return record[field]
             return raw
-        contents = document.contents()
+        contents = document.get(CONTENTS)
         if contents:
             return contents
         return self._doc_from_shards(docid)
@@ -148,6 +174,124 @@ def _java_hits(results, qids: list[str]) -> Run:
     return {qid: found.get(qid, []) for qid in qids}
 
 
+class TopK:
+    """The top k of a Lucene query as Anserini's searchers return it, read without stored fields.
+
+    Anserini's `SimpleImpactSearcher` and `SimpleSearcher` ask Lucene for the top k under
+    Sort(score, `id` as a string), read every hit's stored document for its id, then adjust ties
+    (`ScoreTiesAdjusterReranker`). Here a query's hits cross to Python as one text (commons-lang's
+    ReflectionToStringBuilder of Lucene's TopDocs, in Anserini's jar): no object per hit, no
+    stored field. Two ways, one order:
+
+    - `by_score` (impact indexes): Lucene's plain top k by score, which can skip blocks that cannot
+      enter it, ids from a table of the index's ids built once at opening (from the `id` field's
+      doc values); ties at the k-th score are resolved by id as Anserini does (`top_k_with_ties`
+      fetches deeper while the last hit fetched ties with the k-th). Impact scores are sums of
+      integers, exact in float32 whatever order Lucene adds them in.
+    - sorted (BM25: float scores, whose last bits depend on the order of the sum): the very collector
+      Anserini runs, Sort(score, id), each hit's id read from its sort value.
+
+    `adjust_ties` then repeats Anserini's tie adjustment bit for bit in float32. Methods run on the
+    JVM thread."""
+
+    def __init__(self, index: "LuceneIndex", by_score: bool):
+        from jnius import autoclass
+
+        sort_field = autoclass("org.apache.lucene.search.SortField")
+        string = autoclass("org.apache.lucene.search.SortField$Type").STRING_VAL
+        self.searcher, self.documents = index.index_searcher, index.documents
+        self.sort = autoclass("org.apache.lucene.search.Sort")(sort_field.FIELD_SCORE, sort_field(ID, string))
+        self.text = autoclass("org.apache.commons.lang3.builder.ReflectionToStringBuilder")
+        self.ids = None
+        if by_score and index.reader.maxDoc() > 0:  # lucene docid -> external id, from the doc values
+            everything = self.searcher.search(autoclass("org.apache.lucene.search.MatchAllDocsQuery")(),
+                                              int(index.reader.maxDoc()),
+                                              autoclass("org.apache.lucene.search.Sort")(sort_field(ID, string)), False)
+            self.ids = [""] * int(index.reader.maxDoc())
+            for doc, _, ref in self.hits(everything):
+                self.ids[doc] = docid_of(ref)
+
+    @classmethod
+    def of(cls, index: "LuceneIndex", by_score: bool) -> "TopK | None":
+        """The fast top k of an index whose `id` field has binary doc values (what Anserini writes,
+        and what Lucene's STRING_VAL sort reads); None for one without them."""
+        from jnius import autoclass
+
+        info = autoclass("org.apache.lucene.index.FieldInfos").getMergedFieldInfos(index.reader).fieldInfo(ID)
+        if info is None or info.getDocValuesType().toString() != "BINARY":
+            return None
+        return cls(index, by_score)
+
+    def hits(self, top) -> list[tuple[int, float, str | None]]:
+        """(lucene docid, Lucene's float32 score, the id's sort value as hex or None) of TopDocs' hits."""
+        return [(int(doc), float(score), ref or None) for doc, score, ref in HIT.findall(self.text.toString(top))]
+
+    def raw(self, query, k: int) -> list[tuple[str, float]]:
+        """[(docid, Lucene's float32 score)] of the top k, in Anserini's order, before its tie adjustment."""
+        if self.ids is None:
+            top = self.searcher.search(query, int(k), self.sort, True)
+            return [(docid_of(ref), score) for _, score, ref in self.hits(top)]
+        if not self.documents:
+            return []
+        return top_k_with_ties(lambda depth: [(self.ids[int(doc)], float(score)) for doc, score in
+                                              SCORED.findall(self.text.toString(self.searcher.search(query, int(depth))))],
+                               int(k), self.documents)
+
+    def search(self, query, k: int) -> list[tuple[str, float]]:
+        """[(docid, score)] as Anserini's searcher returns them (tie-adjusted, at run precision)."""
+        hits = self.raw(query, k)
+        return [(docid, run_precision(score)) for (docid, _), score in zip(hits, adjust_ties(s for _, s in hits))]
+
+
+# one hit of Lucene's ScoreDoc/FieldDoc toString: "doc=12 score=3.0 shardIndex=-1[ fields=[..., [69 64]]]"
+HIT = re.compile(r"doc=(\d+) score=(\S+) shardIndex=-?\d+(?: fields=\[(?:[^\[\]]*, )?\[([0-9a-f ]*)\]\])?")
+SCORED = re.compile(r"doc=(\d+) score=([^ ]+)")  # a plain ScoreDoc's (no sort values): a fifth faster
+
+
+def docid_of(ref: str) -> str:
+    """An id from BytesRef's toString (its bytes in hex, "[69 64]")."""
+    return bytes.fromhex(ref).decode("utf-8")
+
+
+def fast_path_default() -> bool:
+    """The fast top k unless LSR_PYSERINI_LUCENE_TOP_K=anserini (Anserini's own batch search: the
+    before of a benchmark, or a check)."""
+    choice = os.environ.get("LSR_PYSERINI_LUCENE_TOP_K", "fast")
+    if choice not in ("fast", "anserini"):
+        raise InputError(f"LSR_PYSERINI_LUCENE_TOP_K={choice!r}: expected fast or anserini")
+    return choice == "fast"
+
+
+def slow_top_k_warning(path: str) -> None:
+    log.warning(f"{path}: its `id` field has no binary doc values (an index built elsewhere): ids are read from "
+                f"stored fields through Anserini's searcher, which is slower at large k")
+
+
+class Idf:
+    """log(N / df) of query terms, as Pyserini's LuceneImpactSearcher computes it for every term of
+    the index at start-up, here only for the terms queries use (cached): N and df summed over
+    `readers` (one index, or the shards of one collection). None for a term in no document."""
+
+    def __init__(self, readers: list):
+        from jnius import autoclass
+
+        self.readers = readers
+        self.term = autoclass("org.apache.lucene.index.Term")
+        self.documents = sum(int(reader.numDocs()) for reader in readers)
+        self.cache: dict[str, float | None] = {}
+
+    def __call__(self, terms) -> dict[str, float | None]:
+        new = [term for term in terms if term not in self.cache]
+        if new:
+            dfs = np.array([sum(int(reader.docFreq(self.term(CONTENTS, term))) for reader in self.readers)
+                            for term in new], dtype=np.int64)
+            with np.errstate(divide="ignore"):
+                idfs = np.log(self.documents / dfs)  # the expression Pyserini evaluates (float64)
+            for term, df, idf in zip(new, dfs, idfs):
+                self.cache[term] = float(idf) if df > 0 else None
+        return {term: self.cache[term] for term in terms}
+
+
 class LuceneImpactEngine(Engine):
     name = "lucene"
     query_kind = IMPACTS
@@ -165,65 +309,100 @@ class LuceneImpactEngine(Engine):
     def document_side(self) -> dict | None:
         return recorded_encoder(self.path)
 
-    def __init__(self, index: str, min_idf: float = 0):
+    def __init__(self, index: str, min_idf: float = 0, fast: bool | None = None):
+        """`fast`: the top k read without stored fields (`TopK`) where the index allows; False: always
+        through Anserini's batch search (the reference the benchmark and the tests compare with);
+        None: `fast_path_default()`."""
         self.path, self.min_idf = str(index), min_idf
-        on_jvm_thread(self._open)
+        on_jvm_thread(self._open, fast_path_default() if fast is None else fast)
 
-    def _open(self):
+    def _open(self, fast: bool):
         from jnius import autoclass
-        from pyserini.search.lucene import LuceneImpactSearcher
 
-        self.searcher = LuceneImpactSearcher(self.path, query_encoder=None, min_idf=self.min_idf)
         self.index = LuceneIndex(self.path, autoclass("io.anserini.search.similarity.ImpactSimilarity")())
-        self.documents = int(self.searcher.num_docs)
+        self.documents = self.index.documents
+        self.idf = Idf([self.index.reader])
+        self.fast = TopK.of(self.index, by_score=True) if fast else None
+        self._searcher = None  # Anserini's SimpleImpactSearcher, opened where it is needed
+        self._whitespace = None
+        if fast and self.fast is None:
+            slow_top_k_warning(self.path)
 
     @property
-    def idf(self) -> dict[str, float]:
-        return self.searcher.idf
+    def searcher(self):
+        """Anserini's SimpleImpactSearcher on this index (the slow path's; opened on first use)."""
+        if self._searcher is None:
+            from jnius import autoclass
+
+            self._searcher = autoclass("io.anserini.search.SimpleImpactSearcher")(self.path)
+        return self._searcher
 
     def kept(self, impacts: dict[str, int]) -> dict[str, int]:
         """The query terms Pyserini's LuceneImpactSearcher sends (in the index, idf above min_idf)."""
-        idf, min_idf = self.searcher.idf, self.min_idf
-        return {term: weight for term, weight in impacts.items() if term in idf and idf[term] > min_idf}
+        idf = self.idf(list(impacts))
+        return {term: weight for term, weight in impacts.items()
+                if idf[term] is not None and idf[term] > self.min_idf}
 
     def search(self, qids: list[str], queries: list[dict[str, int]], k: int, threads: int = 1) -> Run:
         return on_jvm_thread(self._search, qids, queries, k, threads)
 
-    def _search(self, qids, queries, k, threads) -> Run:
-        from pyserini.pyclass import JArrayList, JHashMap, JInt
+    def _query(self, impacts: dict[str, int]):
+        """Anserini's query for these impacts: a boost per kept term. Built from one text (each term
+        repeated by its impact, whitespace-analysed: what `lucene search --impact` reads), which is
+        one call into Java, where a map costs two a term; from the map where a term is longer than
+        the whitespace analyzer's 255 characters."""
+        from jnius import autoclass
 
-        query_list, qid_list = JArrayList(), JArrayList()
+        kept = self.kept(impacts)
+        if all(len(term) <= 255 for term in kept):
+            if self._whitespace is None:
+                self._whitespace = autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")()
+            text = " ".join(" ".join([term] * int(weight)) for term, weight in kept.items())
+            return self.index.generator.buildQuery(CONTENTS, self._whitespace, text)
+        weights = autoclass("java.util.HashMap")()
+        number = autoclass("java.lang.Float")
+        for term, weight in kept.items():
+            weights.put(term, number(float(int(weight))))  # Anserini's intToFloat
+        return self.index.generator.buildQuery(CONTENTS, weights)
+
+    def _search(self, qids, queries, k, threads) -> Run:
+        if self.fast is not None:
+            return {qid: self.fast.search(self._query(impacts), k) for qid, impacts in zip(qids, queries)}
+        from jnius import autoclass
+
+        query_list, qid_list = autoclass("java.util.ArrayList")(), autoclass("java.util.ArrayList")()
+        number = autoclass("java.lang.Integer")
         for impacts in queries:
-            query = JHashMap()
+            query = autoclass("java.util.HashMap")()
             for term, weight in self.kept(impacts).items():
-                query.put(term, JInt(int(weight)))
+                query.put(term, number(int(weight)))
             query_list.add(query)
         for qid in qids:
             qid_list.add(qid)
-        return _java_hits(self.searcher.object.batch_search(query_list, qid_list, int(k), int(threads)), qids)
+        return _java_hits(self.searcher.batch_search(query_list, qid_list, int(k), int(threads)), qids)
 
     def explain(self, query: dict[str, int], docids: list[str]) -> dict[str, tuple[TermMatch, ...]]:
         return on_jvm_thread(self._explain, query, docids)
 
     def _explain(self, query, docids):
-        from pyserini.pyclass import JFloat, JHashMap
-
-        weights = JHashMap()
-        for term, weight in self.kept(query).items():
-            weights.put(term, JFloat(float(weight)))
-        return self.index.explain(self.index.generator.buildQuery(CONTENTS, weights), docids, self.kept(query))
+        return self.index.explain(self._query(query), docids, self.kept(query))
 
     def doc(self, docid: str) -> str | None:
         return self.docs([docid])[0]
 
     def docs(self, docids: list[str]) -> list[str | None]:
-        return self.index.docs(self.searcher, docids)
+        return self.index.docs(docids)
 
     def describe(self) -> dict:
         return {"engine": self.name, "index": self.path, "documents": self.documents}
 
     def close(self) -> None:
-        on_jvm_thread(self.searcher.object.close)
+        on_jvm_thread(self._close)
+
+    def _close(self) -> None:
+        if self._searcher is not None:
+            self._searcher.close()
+        self.index.reader.close()
 
 
 class Bm25Engine(Engine):
@@ -242,27 +421,28 @@ class Bm25Engine(Engine):
                              f"a BM25 index takes no encoder, or a bm25aug checkpoint")
 
     def __init__(self, index: str, k1: float = PYSERINI_BM25[0], b: float = PYSERINI_BM25[1],
-                 pretokenized: bool = False):
+                 pretokenized: bool = False, fast: bool | None = None):
         from ..kernels.wordpiece_bm25 import bm25_check
 
         bm25_check(k1, b)
         self.path, self.k1, self.b, self.pretokenized = str(index), float(k1), float(b), bool(pretokenized)
-        on_jvm_thread(self._open)
+        on_jvm_thread(self._open, fast_path_default() if fast is None else fast)
 
-    def _open(self):
+    def _open(self, fast: bool):
         from jnius import autoclass
-        from pyserini.search.lucene import LuceneSearcher
 
-        self.searcher = LuceneSearcher(self.path)
+        # Anserini's SimpleSearcher: its default analyzer, or whitespace (Pyserini's JWhiteSpaceAnalyzer)
+        self.searcher = autoclass("io.anserini.search.SimpleSearcher")(self.path)
         if self.pretokenized:
-            from pyserini.analysis import JWhiteSpaceAnalyzer
-
-            self.searcher.set_analyzer(JWhiteSpaceAnalyzer())
+            self.searcher.set_analyzer(autoclass("org.apache.lucene.analysis.core.WhitespaceAnalyzer")())
         self.searcher.set_bm25(self.k1, self.b)
-        self.analyzer = self.searcher.object.get_analyzer()
+        self.analyzer = self.searcher.get_analyzer()
         similarity = autoclass("org.apache.lucene.search.similarities.BM25Similarity")(self.k1, self.b)
         self.index = LuceneIndex(self.path, similarity)
-        self.documents = int(self.searcher.num_docs)
+        self.documents = self.index.documents
+        self.fast = TopK.of(self.index, by_score=False) if fast else None
+        if fast and self.fast is None:
+            slow_top_k_warning(self.path)
 
     def query_string(self, query) -> str:
         """A text as it is; a {term: boost} bag as each term repeated by its boost (pretokenized only)."""
@@ -277,8 +457,16 @@ class Bm25Engine(Engine):
         return on_jvm_thread(self._search, qids, strings, k, threads)
 
     def _search(self, qids, strings, k, threads) -> Run:
-        results = self.searcher.batch_search(strings, qids, k=int(k), threads=int(threads))
-        return {qid: [(hit.docid, run_precision(hit.score)) for hit in results.get(qid, [])] for qid in qids}
+        if self.fast is not None:
+            return {qid: self.fast.search(self.index.generator.buildQuery(CONTENTS, self.analyzer, text), k)
+                    for qid, text in zip(qids, strings)}
+        from jnius import autoclass
+
+        query_list, qid_list = autoclass("java.util.ArrayList")(), autoclass("java.util.ArrayList")()
+        for text, qid in zip(strings, qids):
+            query_list.add(text)
+            qid_list.add(qid)
+        return _java_hits(self.searcher.batch_search(query_list, qid_list, int(k), int(threads)), qids)
 
     def explain(self, query, docids: list[str]) -> dict[str, tuple[TermMatch, ...]]:
         text = self.query_string(query)
@@ -289,14 +477,18 @@ class Bm25Engine(Engine):
         return self.docs([docid])[0]
 
     def docs(self, docids: list[str]) -> list[str | None]:
-        return self.index.docs(self.searcher, docids)
+        return self.index.docs(docids)
 
     def describe(self) -> dict:
         return {"engine": self.name, "index": self.path, "documents": self.documents, "k1": self.k1, "b": self.b,
                 "pretokenized": self.pretokenized}
 
     def close(self) -> None:
-        on_jvm_thread(self.searcher.close)
+        on_jvm_thread(self._close)
+
+    def _close(self) -> None:
+        self.searcher.close()
+        self.index.reader.close()
 
 
 def recorded_encoder(index) -> dict | None:

@@ -30,22 +30,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
-import numpy as np
 
 from ..core.errors import InputError
-from ..core.hits import Ranking, Run, TermMatch
+from ..core.hits import TIE_EPSILON, TIE_GAP, Ranking, Run, TermMatch, adjust_ties, sort_key  # noqa: F401
 from ..core.indexes import IMPACT, lucene_index_kind
 from ..core.java import on_jvm_thread
 from .base import IMPACTS, Engine, register
-from .lucene import LuceneImpactEngine
+from .lucene import Idf, LuceneImpactEngine
 
 BM25_REFUSAL = ("sharded search merges impact indexes only (--impact): BM25 scores depend on each "
                 "shard's own statistics (document frequencies, average length), so merged shard runs "
                 "would not be the run of one index; search one BM25 index over all documents")
-TIE_EPSILON = np.float32(1e-6)
-TIE_GAP = np.float32(1e-4)
 MAX_EXACT = 2 ** 24  # integers above this are not all representable in float32
 INTEGER_SLACK = 0.01  # |score - round(score)| below this: an adjusted integer score
 
@@ -74,52 +70,12 @@ def raw_score(score: float, where: str) -> int:
     return value
 
 
-def adjust_ties(raw: Iterable[float]) -> list[float]:
-    """Anserini's ScoreTiesAdjusterReranker on scores in rank order, in float32 as in Java:
-    round to 4 decimals, then subtract 1e-6 x c from the c-th score that follows a tie."""
-    out: list[np.float32] = []
-    ties = 0
-    for i, value in enumerate(raw):
-        score = np.float32(math.floor(float(np.float32(value)) * 10000.0 + 0.5) / 10000.0)  # Math.round
-        if i == 0 or (out[-1] - score) > TIE_GAP:
-            ties = 0
-        else:
-            ties += 1
-            score = np.float32(score - TIE_EPSILON * np.float32(ties))
-        out.append(score)
-    return [float(score) for score in out]
-
-
-def sort_key(docid: str, raw: float) -> tuple:
-    """Anserini's order: score descending, then the docid's UTF-8 bytes ascending."""
-    return (-raw, docid.encode("utf-8"))
-
-
 def merge_hits(shard_hits: list[list[tuple[str, float]]], k: int) -> Ranking:
     """The top k of the union of the shards' (docid, raw score) lists, tie-adjusted as one index's."""
     pooled = [hit for hits in shard_hits for hit in hits]
     pooled.sort(key=lambda hit: sort_key(hit[0], hit[1]))
     top = pooled[:k]
     return [(docid, score) for (docid, _), score in zip(top, adjust_ties(raw for _, raw in top))]
-
-
-def global_idf(index_dirs: list[str]) -> dict[str, float]:
-    """log(N / df) over the union of the shards (what one index's `_compute_idf` gives); runs
-    Pyserini's index reader, so call it on the JVM thread."""
-    from pyserini.index.lucene import LuceneIndexReader
-
-    documents = 0
-    dfs: dict[str, int] = {}
-    for index_dir in index_dirs:
-        reader = LuceneIndexReader(index_dir)
-        documents += int(reader.stats()["documents"])
-        for term in reader.terms():
-            dfs[term.term] = dfs.get(term.term, 0) + int(term.df)
-    if not dfs:
-        return {}
-    tokens = list(dfs)
-    idfs = np.log(documents / np.array([dfs[token] for token in tokens]))
-    return dict(zip(tokens, idfs))
 
 
 # ---- merging per-shard run files -------------------------------------------------------------
@@ -233,9 +189,9 @@ class ShardedImpactEngine(Engine):
     def __init__(self, indexes: list[str], min_idf: float = 0):
         self.paths = [str(path) for path in indexes]
         self.shards = [LuceneImpactEngine(path, min_idf) for path in self.paths]
-        idf = on_jvm_thread(global_idf, self.paths)
+        idf = on_jvm_thread(Idf, [shard.index.reader for shard in self.shards])
         for shard in self.shards:
-            shard.searcher.idf = idf  # a term in every document of one shard only is not dropped there
+            shard.idf = idf  # the union's: a term in every document of one shard only is not dropped there
         self.documents = sum(shard.documents for shard in self.shards)
 
     def search(self, qids: list[str], queries: list[dict[str, int]], k: int, threads: int = 1) -> Run:

@@ -24,7 +24,7 @@ import torch
 
 from ..core.errors import InputError
 
-QUANTIZE_CHOICES = ("none", "int8")
+from . import QUANTIZE_CHOICES  # its values, declared without torch
 SLICE = 4096  # vocabulary rows per int8 projection call (the float32 path's VOCAB_SLICE)
 
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from ..core.errors import InputError
 from ..core.indexes import TOKENIZER_RECORD
@@ -163,13 +162,17 @@ class CorpusVectors:
         self.vocab_size = len(tokenizer)
         self.statistics = BM25Statistics.from_token_ids(token_ids, self.vocab_size)
         idf = self.statistics.idf()
+        import torch  # here: the BM25 defaults above are read by commands that need no torch
+
         self.rows: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         for docid, ids in zip(docids, token_ids):
             tokens, tf_part = self.statistics.tf_part(ids, k1, b)
             values = idf[tokens] * tf_part if bm25 else np.ones(len(tokens))
             self.rows[docid] = (torch.from_numpy(tokens), torch.from_numpy(values).float())
 
-    def matrix(self, docids: list[str]) -> torch.Tensor:
+    def matrix(self, docids: list[str]) -> "torch.Tensor":  # noqa: F821
+        import torch
+
         dense = torch.zeros(len(docids), self.vocab_size)
         for row, docid in enumerate(docids):
             tokens, values = self.rows[docid]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..core.options import non_negative_float, non_negative_int, positive_float, positive_int, probability
 from ..core.settings import Setting
-from ..kernels.int8 import QUANTIZE_CHOICES
+from ..kernels import QUANTIZE_CHOICES
 from ..kernels.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1
 
 MODEL = Setting("model", None, "checkpoint folder, hub id or python-package:PKG/DIR")
