@@ -180,6 +180,7 @@ def test_ssr_and_maxsim_scores_equal_a_direct_computation(pipeline, first_stage,
     encoder = TokenEncoder(**model.backbone)
     texts = {q.id: q.text for q in read_queries(str(SAMPLE / "queries.test.tsv"))}
     ssr, maxsim = read_scores(tmp_path / "ssr-cls.txt"), read_scores(tmp_path / "maxsim.txt")
+    cls_parts = []
     assert set(ssr) == set(maxsim) == {(q, d) for q, r in run.items() for d, _ in r}
     for qid in run:
         pooled, query_tokens = encoder.encode([texts[qid]], "queries")[0]
@@ -190,17 +191,24 @@ def test_ssr_and_maxsim_scores_equal_a_direct_computation(pipeline, first_stage,
             # the code store keeps activations in float16
             z_d = direct_codes(model.token_sae, doc_tokens).astype(np.float16).astype(np.float32)
             c_d = direct_codes(model.cls_sae, tokens.arrays["pooled"][row:row + 1])[0].astype(np.float16)
-            expected = (z_q @ z_d.T).max(1).sum() + 0.5 * float(c_q @ c_d.astype(np.float32))
+            cls_part = 0.5 * float(c_q @ c_d.astype(np.float32))
+            cls_parts.append(cls_part)
+            expected = (z_q @ z_d.T).max(1).sum() + cls_part
             assert ssr[(qid, docid)] == pytest.approx(expected, abs=2e-6, rel=1e-4)
             # ... which is the model's one score (training's), on the same codes
             doc_codes = model.token_sae.encode(torch.as_tensor(np.asarray(doc_tokens, dtype=np.float32)))
             doc_cls = torch.as_tensor(c_d.astype(np.float32))[None]
-            defined, _ = model.score((tuple(c[None] for c in model.token_sae.encode(torch.as_tensor(query_tokens))),
-                                      torch.as_tensor(c_q)[None]),
-                                     ((doc_codes[0][None], doc_codes[1].half().float()[None]), doc_cls), 0.5)
-            assert ssr[(qid, docid)] == pytest.approx(float(defined[0, 0].detach()), abs=2e-6, rel=1e-4)
+            query_side = (tuple(c[None] for c in model.token_sae.encode(torch.as_tensor(query_tokens))),
+                          torch.as_tensor(c_q)[None])
+            doc_side = ((doc_codes[0][None], doc_codes[1].half().float()[None]), doc_cls)
+            with torch.no_grad():
+                defined, _ = model.score(query_side, doc_side, 0.5)
+                heavy, token_part = model.score(query_side, doc_side, 1e4)  # the [CLS] term made visible
+            assert ssr[(qid, docid)] == pytest.approx(float(defined[0, 0]), abs=2e-6, rel=1e-4)
+            assert float(heavy[0, 0] - token_part[0, 0]) == pytest.approx(2e4 * cls_part, rel=1e-3, abs=1e-6)
             dense = (query_tokens @ np.asarray(doc_tokens, dtype=np.float32).T).max(1).sum()
             assert maxsim[(qid, docid)] == pytest.approx(dense, abs=2e-6, rel=1e-4)
+    assert max(cls_parts) > 0  # the [CLS] codes overlap somewhere: a score without that term would differ
     # the re-ranker's two kernels (compiled where numba runs, numpy otherwise) give the same bits
     from lsr_pyserini.rerankers import build_reranker
 
