@@ -1,7 +1,7 @@
 """The Lucene path against what it stands on, in one run: start-up, the top k, and byte-identity.
 
     python benchmarks/bench_lucene_path.py --index IDX [--index-raw IDX_RAW] --queries Q.tsv
-        [--seismic SEISMIC_INDEX] [--hits 10,100,1000] [--repeats 3] [--json OUT]
+        [--seismic SEISMIC_INDEX] [--vectors SHARDS_DIR] [--hits 10,100,1000] [--repeats 3] [--json OUT]
 
 Q.tsv holds encoded queries (`encode queries`: terms repeated by their impacts). On the same index
 and queries, one thread:
@@ -16,7 +16,10 @@ and queries, one thread:
    - pyserini: Pyserini's `LuceneImpactSearcher.search` on the query text, what
      `lucene search --impact` runs per query;
    - seismic: the `seismic` engine (exact where its index was built exact), where --seismic is given;
-   - PISA is not measured: `pyterrier-pisa` needs an index of its own build (noted in the output).
+   - pisa: PISA's MaxScore (`pyterrier-pisa`, where installed) on an index of the same integer
+     impacts built from --vectors (the `encode corpus` shards) into a scratch folder, queries as
+     {term: impact}, scores taken as they are (the `quantized` scorer, scale 1): one query per call
+     (p50/p99, pandas' frame included), and the mean of one call over all the queries.
 3. Anserini's own `SearchCollection` (Java only, no Python in the loop): wall time for all the
    queries at each k, JVM start included.
 4. Byte-identity: the runs `lsr_pyserini.search --engine lucene --encoded` writes against those of
@@ -86,6 +89,7 @@ def main(argv=None) -> None:
     parser.add_argument("--index-raw", help="the same vectors indexed with --storeRaw (byte-identity there too)")
     parser.add_argument("--queries", required=True, help="encoded queries TSV (`encode queries`)")
     parser.add_argument("--seismic", help="a Seismic index of the same vectors (`python -m lsr_pyserini.seismic`)")
+    parser.add_argument("--vectors", help="the shards the index was built from (PISA's index is built from them)")
     parser.add_argument("--hits", default="10,100,1000", help="k values (default: 10,100,1000)")
     parser.add_argument("--repeats", type=int, default=3, help="start-up runs, the minimum kept (default: 3)")
     parser.add_argument("--json", help="write the figures here too")
@@ -151,6 +155,9 @@ def main(argv=None) -> None:
 
         seismic = build_engine("seismic", args.seismic, {})
         paths["seismic"] = lambda qid, text, k: seismic.search([qid], [impacts(text)], k)
+    pisa = pisa_search(args.vectors, queries, ks) if args.vectors else None
+    if pisa is not None:
+        paths["pisa"], figures["pisa_batch_mean_ms"] = pisa
     table = {name: {k: per_query(search, queries, k) for k in ks} for name, search in paths.items()}
     figures["per_query"] = table
     print("per query, one thread (p50 / p99 ms):")
@@ -159,7 +166,11 @@ def main(argv=None) -> None:
         print("  " + f"{name:16s}" + "".join(f"{row[k]['p50_ms']:>10.3f} /{row[k]['p99_ms']:>8.3f}" for k in ks))
     print("  anserini SearchCollection, all queries, JVM start included (s): "
           + ", ".join(f"k={k}: {v}" for k, v in figures["anserini_searchcollection_s"].items()))
-    print("  PISA: not measured (pyterrier-pisa builds and searches its own index)")
+    if pisa is None:
+        print("  PISA: not measured (pyterrier-pisa not installed, or no --vectors)")
+    else:
+        print("  PISA, one call for all the queries, mean per query (ms): "
+              + ", ".join(f"k={k}: {v:.3f}" for k, v in figures["pisa_batch_mean_ms"].items()))
     top, low = max(ks), min(ks)
     ratios = {f"toolkit k={top} / k={low} (target <= 1.5)": table["toolkit"][top]["p50_ms"] / table["toolkit"][low]["p50_ms"],
               f"pyserini / toolkit at k={top} (target >= 5)": table["pyserini"][top]["p50_ms"] / table["toolkit"][top]["p50_ms"],
@@ -169,6 +180,41 @@ def main(argv=None) -> None:
         print(f"  {name}: {value:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def pisa_search(vectors: str, queries, ks):
+    """(search function, {k: mean ms per query of one call over all queries}) of PISA's MaxScore on
+    the impacts of `vectors`; None where pyterrier-pisa is not installed."""
+    try:
+        import pandas as pd
+        from pyterrier_pisa import PisaIndex
+    except ImportError:
+        return None
+    folder = tempfile.mkdtemp(prefix="pisa-")
+
+    def documents():
+        for shard in sorted(Path(vectors).glob("*.jsonl")):
+            with open(shard, encoding="utf-8") as handle:
+                for line in handle:
+                    record = json.loads(line)
+                    yield {"docno": record["id"], "toks": record["vector"]}
+
+    index = PisaIndex(folder, stemmer="none", overwrite=True)
+    index.toks_indexer(scale=1.0).index(documents())
+    retrievers = {k: index.quantized(num_results=k, toks_scale=1.0, threads=1) for k in ks}
+    frame = pd.DataFrame({"qid": [qid for qid, _ in queries],
+                          "query_toks": [{t: float(w) for t, w in impacts(text).items()} for _, text in queries]})
+    batch = {}
+    for k, retriever in retrievers.items():
+        retriever(frame)  # warm-up
+        started = time.perf_counter()
+        retriever(frame)
+        batch[k] = round((time.perf_counter() - started) * 1000.0 / len(queries), 3)
+
+    def search(qid, text, k):
+        return retrievers[k](pd.DataFrame({"qid": [qid], "query_toks": [{t: float(w) for t, w in impacts(text).items()}]}))
+
+    return search, batch
 
 
 # Anserini's SearchCollection in a JVM of its own (the toolkit's Java 21), on the encoded TSV
