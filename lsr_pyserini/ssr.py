@@ -39,7 +39,7 @@ from .models.settings import QUERY_MAX_LENGTH
 from .models.ssr.config import FIT as SAE_FIT, RETRIEVAL, SCHEMA as SSR_SETTINGS
 from .models.ssr.backbone import TokenEncoder
 from .models.ssr.codes import codes, document_terms
-from .models.ssr.sae import SSR_MODEL, SSRModel, check_sizes, fit_sae
+from .models.ssr.sae import SSR_MODEL, SAEFit, SAERows, SSRModel, TopKSAE, check_sizes
 
 SAE_DTYPE_HELP = ("the SAEs compute in float32 on every device, auto included: half precision would change which "
                   "latents TopK keeps and saves next to nothing on matrices this small (default: auto)")
@@ -124,6 +124,38 @@ def add_fit_arguments(parser) -> None:
         setting.add_to(parser, default=setting.default)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing SSR model folder (default: refuse)")
+
+
+def fit_sae(data: np.ndarray, latents: int, k: int, steps: int, batch_size: int, lr: float, seed: int,
+            aux_k: int, aux_weight: float, dead_after: int, label: str, quiet: bool,
+            device: str = "cpu") -> tuple[TopKSAE, dict]:
+    """Train a TopK SAE on the rows of ``data`` (float16/32, N x d) on ``device``, in float32, with the
+    training loop of every family (`train/loop.py`); returns it (on the CPU) and a summary. The
+    initialisation is drawn on the CPU whatever the device, and each batch is read from ``data`` as
+    float32 rows, then moved. A batch larger than the data takes every row at each step."""
+    import torch
+
+    from .core.devices import placed
+    from .train.loop import train
+
+    torch.manual_seed(seed)
+    rows = SAERows(data, seed)
+    sae = TopKSAE(data.shape[1], latents, k)
+    with torch.no_grad():  # b_pre starts at the data mean (a cheap stand-in for the geometric median)
+        sae.b_pre.copy_(torch.from_numpy(np.asarray(rows.sample, dtype=np.float32).mean(0)))
+    fit = SAEFit(sae, aux_k, aux_weight, dead_after)
+    step_rows = min(batch_size, len(data))
+    started = time.time()
+    with placed(device, "float32"):
+        train(fit, rows, None, {}, epochs=-(-steps // (len(data) // step_rows)), batch_size=step_rows, group_size=1,
+              lr=lr, seed=seed, max_steps=steps, quiet=quiet, label=f"{label} SAE")
+        with torch.no_grad():
+            _, final = fit.loss(torch.from_numpy(np.asarray(rows.sample[:8192], dtype=np.float32)))
+    summary = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "aux_k": aux_k,
+               "aux_weight": aux_weight, "dead_after": dead_after, "training_rows": int(len(data)),
+               "seconds": round(time.time() - started, 2), "final_nmse": round(final["nmse"], 4),
+               "dead_latents": int((fit.since_fired > dead_after).sum())}
+    return sae.cpu().eval(), summary
 
 
 def fit_command(args, device: str = "cpu") -> None:

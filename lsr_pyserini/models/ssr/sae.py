@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
 
 import numpy as np
@@ -195,36 +194,6 @@ class SAERows:
         for start in range(0, len(order) - batch_size + 1, batch_size):
             rows = np.sort(order[start:start + batch_size])
             yield torch.from_numpy(np.asarray(self.data[rows], dtype=np.float32))
-
-
-def fit_sae(data: np.ndarray, latents: int, k: int, steps: int, batch_size: int, lr: float, seed: int,
-            aux_k: int, aux_weight: float, dead_after: int, label: str, quiet: bool,
-            device: str = "cpu") -> tuple[TopKSAE, dict]:
-    """Train a TopK SAE on the rows of ``data`` (float16/32, N x d) on ``device``, in float32, with the
-    training loop of every family (`train/loop.py`); returns it (on the CPU) and a summary. The
-    initialisation is drawn on the CPU whatever the device, and each batch is read from ``data`` as
-    float32 rows, then moved. A batch larger than the data takes every row at each step."""
-    from ...core.devices import placed
-    from ...train.loop import train
-
-    torch.manual_seed(seed)
-    rows = SAERows(data, seed)
-    sae = TopKSAE(data.shape[1], latents, k)
-    with torch.no_grad():  # b_pre starts at the data mean (a cheap stand-in for the geometric median)
-        sae.b_pre.copy_(torch.from_numpy(np.asarray(rows.sample, dtype=np.float32).mean(0)))
-    fit = SAEFit(sae, aux_k, aux_weight, dead_after)
-    step_rows = min(batch_size, len(data))
-    started = time.time()
-    with placed(device, "float32"):
-        train(fit, rows, None, {}, epochs=-(-steps // (len(data) // step_rows)), batch_size=step_rows, group_size=1,
-              lr=lr, seed=seed, max_steps=steps, quiet=quiet, label=f"{label} SAE")
-        with torch.no_grad():
-            _, final = fit.loss(torch.from_numpy(np.asarray(rows.sample[:8192], dtype=np.float32)))
-    summary = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "aux_k": aux_k,
-               "aux_weight": aux_weight, "dead_after": dead_after, "training_rows": int(len(data)),
-               "seconds": round(time.time() - started, 2), "final_nmse": round(final["nmse"], 4),
-               "dead_latents": int((fit.since_fired > dead_after).sum())}
-    return sae.cpu().eval(), summary
 
 
 class SSRModel:
