@@ -72,7 +72,7 @@ def impacts(text: str) -> dict[str, int]:
 
 
 def per_query(search, queries, k: int) -> dict:
-    for qid, text in queries[:10]:  # warm-up: JIT, caches
+    for qid, text in queries:  # warm-up, every query once: the JVM's JIT, the engines' caches
         search(qid, text, k)
     times = []
     for qid, text in queries:
@@ -96,7 +96,11 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     ks = [int(k) for k in args.hits.split(",")]
     queries = [(q.id, q.text) for q in read_queries(args.queries)]
-    figures: dict = {"cpu": environment().get("cpu"), "queries": len(queries), "index": args.index}
+    from lsr_pyserini.core.environment import cpuinfo_field
+
+    cpu = (f"{environment().get('cpu')} (family {cpuinfo_field('cpu family')}, model {cpuinfo_field('model')}"
+           f"{', AVX-512' if 'avx512f' in cpuinfo_field('flags').split() else ''}), {os.cpu_count()} cores")
+    figures: dict = {"cpu": cpu, "queries": len(queries), "index": args.index}
     print(f"CPU: {figures['cpu']}; {len(queries)} queries; index {args.index}", flush=True)
 
     with tempfile.TemporaryDirectory() as scratch:

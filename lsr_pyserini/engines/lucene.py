@@ -38,7 +38,7 @@ import re
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.hits import Run, TermMatch, adjust_ties, run_precision, top_k_with_ties
+from ..core.hits import Run, TermMatch, adjust_ties, run_precision
 from ..core.indexes import BM25, IMPACT, encoding_record, lucene_index_kind, shards_folder
 from ..core.java import on_jvm_thread
 from .base import ENCODED, IMPACTS, TEXT, Engine, manifest_encoder, register, sorted_matches
@@ -185,9 +185,10 @@ class TopK:
 
     - `by_score` (impact indexes): Lucene's plain top k by score, which can skip blocks that cannot
       enter it, ids from a table of the index's ids built once at opening (from the `id` field's
-      doc values); ties at the k-th score are resolved by id as Anserini does (`top_k_with_ties`
-      fetches deeper while the last hit fetched ties with the k-th). Impact scores are sums of
-      integers, exact in float32 whatever order Lucene adds them in.
+      doc values, with each id's rank in byte order); the hits are ordered by (score, id rank) in
+      numpy, and while the last hit fetched ties with the k-th the depth doubles, so a tie at the
+      cut-off is resolved by id as Anserini does. Impact scores are sums of integers, exact in
+      float32 whatever order Lucene adds them in.
     - sorted (BM25: float scores, whose last bits depend on the order of the sum): the very collector
       Anserini runs, Sort(score, id), each hit's id read from its sort value.
 
@@ -207,9 +208,10 @@ class TopK:
             everything = self.searcher.search(autoclass("org.apache.lucene.search.MatchAllDocsQuery")(),
                                               int(index.reader.maxDoc()),
                                               autoclass("org.apache.lucene.search.Sort")(sort_field(ID, string)), False)
-            self.ids = [""] * int(index.reader.maxDoc())
-            for doc, _, ref in self.hits(everything):
-                self.ids[doc] = docid_of(ref)
+            self.ids = np.empty(int(index.reader.maxDoc()), dtype=object)
+            self.rank = np.zeros(int(index.reader.maxDoc()), dtype=np.int64)  # the id's place in byte order
+            for place, (doc, _, ref) in enumerate(self.hits(everything)):
+                self.ids[doc], self.rank[doc] = docid_of(ref), place
 
     @classmethod
     def of(cls, index: "LuceneIndex", by_score: bool) -> "TopK | None":
@@ -233,9 +235,27 @@ class TopK:
             return [(docid_of(ref), score) for _, score, ref in self.hits(top)]
         if not self.documents:
             return []
-        return top_k_with_ties(lambda depth: [(self.ids[int(doc)], float(score)) for doc, score in
-                                              SCORED.findall(self.text.toString(self.searcher.search(query, int(depth))))],
-                               int(k), self.documents)
+        k, depth = int(k), min(int(k) + 1, self.documents)
+        while True:
+            docs, scores = self.scored(self.searcher.search(query, depth))
+            order = np.lexsort((self.rank[docs], -scores))  # score descending, then the id's bytes
+            if len(order) <= k or depth >= self.documents or scores[order[k - 1]] != scores[order[-1]]:
+                top = order[:k]
+                return list(zip(self.ids[docs[top]].tolist(), scores[top].tolist()))
+            depth = min(depth * 2, self.documents)  # the k-th ties with the last fetched: more may tie
+
+    def scored(self, top) -> tuple[np.ndarray, np.ndarray]:
+        """(lucene docids, scores) of plain TopDocs, parsed in C: its text with the labels taken out
+        is a run of numbers, three a hit (doc, score, shard index)."""
+        text = self.text.toString(top)
+        start = text.find("scoreDocs={") + len("scoreDocs={")
+        body = text[start:text.index("}", start)]
+        numbers = np.array(body.replace("doc=", "").replace(" score=", " ").replace(" shardIndex=", " ")
+                           .replace(",", " ").split(), dtype=np.float64)
+        if len(numbers) != 3 * body.count("doc="):  # not the text expected: read it hit by hit
+            hits = SCORED.findall(body)
+            return np.array([int(d) for d, _ in hits], dtype=np.int64), np.array([float(v) for _, v in hits])
+        return numbers[0::3].astype(np.int64), numbers[1::3]
 
     def search(self, query, k: int) -> list[tuple[str, float]]:
         """[(docid, score)] as Anserini's searcher returns them (tie-adjusted, at run precision)."""
