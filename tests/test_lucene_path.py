@@ -162,3 +162,21 @@ def test_adjust_ties_in_one_numpy_pass_equals_anserinis_loop():
         values = values.astype(np.float32).tolist()
         assert adjust_ties(values) == anserini(values), trial
     assert adjust_ties([]) == []
+
+
+def test_run_precision_in_one_pass_equals_the_formatted_text():
+    """engines/lucene.run_precisions: numpy's round of float32 scores is `float(f"{x:.6f}")`, halves included."""
+    import numpy as np
+
+    from lsr_pyserini.core.hits import run_precision
+    from lsr_pyserini.engines.lucene import run_precisions
+
+    rng = np.random.default_rng(1)
+    values = np.concatenate([
+        rng.integers(0, 2 ** 24, 20000).astype(np.float32) - np.float32(1e-6) * rng.integers(0, 40, 20000),
+        (rng.random(20000) * 30).astype(np.float32),
+        np.array([2.0 ** -7, 3 * 2.0 ** -7, 2.0 ** -20, 0.5, 1e-7, 123456.5, 0.0], dtype=np.float32),  # exact halves
+        -(rng.random(1000) * 10).astype(np.float32)]).astype(np.float32)
+    assert run_precisions(values) == [run_precision(float(v)) for v in values]
+    big = np.array([2.0 ** 25 + 2, 1.5], dtype=np.float32)  # beyond 2**24: one by one
+    assert run_precisions(big) == [run_precision(float(v)) for v in big]
