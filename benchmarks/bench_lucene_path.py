@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import functools
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -64,11 +66,15 @@ def search_command(engine: str, index: str, queries: str, output: str, hits: int
             "--topics", queries, "--output", output, "--hits", str(hits), "--threads", "1", "--quiet", "--overwrite"]
 
 
+@functools.lru_cache(maxsize=None)
+def parsed(text: str) -> tuple:
+    return tuple(Counter(text.split()).items())
+
+
 def impacts(text: str) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for term in text.split():
-        counts[term] = counts.get(term, 0) + 1
-    return counts
+    """{term: impact} of an encoded query's text, read once (as `search --encoded` reads its file
+    before searching): the engines' figures are the search's; Pyserini's path takes the text."""
+    return dict(parsed(text))
 
 
 def per_query(search, queries, k: int) -> dict:
