@@ -31,7 +31,8 @@ from bench_serving import quality, seismic_search, timed  # noqa: E402
 from lsr_pyserini.core.environment import cpu_model  # noqa: E402
 
 from lsr_pyserini.core.options import positive_int  # noqa: E402
-from lsr_pyserini.stores.seismic import SeismicSearcher, read_impact_queries  # noqa: E402
+from lsr_pyserini.stores.seismic import SeismicSearcher  # noqa: E402
+from lsr_pyserini.stores.vectors import read_impact_queries  # noqa: E402
 
 
 def numbers(kind):

@@ -44,8 +44,8 @@ from lsr_pyserini.core.outputs import folder_bytes  # noqa: E402
 from lsr_pyserini.core.evaluation import evaluate_run  # noqa: E402
 from lsr_pyserini.core.options import NamedNumbers, Number, positive_int  # noqa: E402
 from lsr_pyserini.core.writer import run_lines  # noqa: E402
-from lsr_pyserini.stores.seismic import (SeismicBuild, SeismicSearcher, build_seismic_index,  # noqa: E402
-                                         read_impact_queries)
+from lsr_pyserini.stores.seismic import SeismicBuild, SeismicSearcher, build_seismic_index  # noqa: E402
+from lsr_pyserini.stores.vectors import read_impact_queries  # noqa: E402
 
 SEARCH_KNOBS = NamedNumbers(("query_cut", "heap_factor"), Number(integer=False, low=0, low_open=True), "knob")
 DEFAULT_FAST = {"query_cut": 10, "heap_factor": 1.0}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 
 from .core.cli import run_main, warn
 from .core.errors import InputError

@@ -276,7 +276,7 @@ def search_shards(args: list[str], overwrite: bool) -> int:
     all the shards' documents writes (same docids, scores, ranks, tie order and query order)."""
     from .core.writer import run_lines
     from .engines import build_engine
-    from .stores.seismic import read_impact_queries
+    from .stores.vectors import read_impact_queries
 
     given = sharded_search_args(args)
     hits = positive_int(given.get("--hits", "1000"))

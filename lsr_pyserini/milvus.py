@@ -30,7 +30,7 @@ from .core.options import float_in, non_negative_float, positive_int
 from .core.outputs import TREC_RUN, claim_output
 from .core.writer import run_lines
 from .stores.milvus import ALGORITHMS, BATCH_DOCUMENTS, MilvusCollection, load_collection, require_milvus
-from .stores.seismic import read_impact_queries
+from .stores.vectors import read_impact_queries
 
 
 def add_connection(parser) -> None:

@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 def read_topics(args) -> tuple[list[str], list]:
     """(qids, texts or encoded {term: count} queries) in the file's order."""
     if args.encoded:
-        from .stores.seismic import read_impact_queries
+        from .stores.vectors import read_impact_queries
 
         pairs = read_impact_queries(args.topics)
         return [qid for qid, _ in pairs], [impacts for _, impacts in pairs]

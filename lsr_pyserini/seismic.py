@@ -30,10 +30,9 @@ from .stores.seismic import (
     SeismicBuild,
     SeismicSearcher,
     build_seismic_index,
-    read_impact_queries,
     require_seismic,
-    vector_bytes,
 )
+from .stores.vectors import read_impact_queries, vector_bytes
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -222,7 +222,7 @@ def test_a_document_without_impacts_is_left_out_or_kept_for_its_dense_vector(sam
     vector is found."""
     from lsr_pyserini.stores.dense import DenseStore
     from lsr_pyserini.stores.milvus import MilvusCollection, load_collection
-    from lsr_pyserini.stores.seismic import read_impact_queries
+    from lsr_pyserini.stores.vectors import read_impact_queries
 
     records = [json.loads(line) for shard in sorted(sample["vectors"].glob("*.jsonl"))
                for line in shard.read_text().splitlines() if line.strip()]

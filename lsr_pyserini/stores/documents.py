@@ -21,7 +21,7 @@ LEADING_ID = re.compile(rb'^\{"id": ("(?:[^"\\]|\\.)*")')
 
 class ShardDocuments:
     def __init__(self, folder: str | Path):
-        from .seismic import vector_files
+        from .vectors import vector_files
 
         self.folder = Path(folder)
         self.files = vector_files(self.folder)

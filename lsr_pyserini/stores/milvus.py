@@ -40,7 +40,7 @@ from ..core.errors import InputError
 from ..core.hits import Ranking, top_k_with_ties
 from ..core.indexes import is_remote
 from ..core.presets import file_sha256
-from .seismic import read_vectors, vector_bytes, vector_files
+from .vectors import read_vectors, vector_bytes, vector_files
 
 INSTALL = "pip install 'lsr-pyserini[milvus]'"
 FORMAT = "lsr-pyserini-milvus-1"
