@@ -58,8 +58,8 @@ def _shard_list(index) -> list[str] | None:
 
 def choose_engine(index, encoder_family: str | None) -> str:
     """The engine for `index` (checked before any model is loaded): `sharded` for several indexes,
-    `seismic` for a Seismic index, `dense` for a dense store, else `lucene` for an impact index and
-    `bm25` for a BM25 one (a Lucene index of unknown kind: `lucene` with a sparse encoder)."""
+    `seismic` for a Seismic index, `pisa` for a PISA index, `dense` for a dense store, else `lucene`
+    for an impact index and `bm25` for a BM25 one (a Lucene index of unknown kind: `lucene` with a sparse encoder)."""
     if _shard_list(index) is not None:
         return "sharded"
     from .stores.milvus import is_milvus_database
@@ -70,18 +70,22 @@ def choose_engine(index, encoder_family: str | None) -> str:
     if not folder.exists():
         raise InputError(f"{index}: no such index folder")
     from .stores.dense import DENSE_STORE
+    from .stores.pisa import MANIFEST as PISA_MANIFEST
+    from .stores.pisa import PISA_INDEX
     from .stores.seismic import MANIFEST as SEISMIC_MANIFEST
     from .stores.seismic import SEISMIC_INDEX
 
     if SEISMIC_INDEX.recognise(folder):
         return "seismic"
+    if PISA_INDEX.recognise(folder):
+        return "pisa"
     if DENSE_STORE.recognise(folder):
         return "dense"
     try:
         kind = lucene_index_kind(folder)
     except InputError:
-        raise InputError(f"{index}: not an index (no Lucene segments_N file, no {SEISMIC_MANIFEST}, no dense-store "
-                         f"manifest)") from None
+        raise InputError(f"{index}: not an index (no Lucene segments_N file, no {SEISMIC_MANIFEST}, no {PISA_MANIFEST}, "
+                         f"no dense-store manifest)") from None
     if kind == IMPACT:
         return "lucene"
     if kind == BM25 or encoder_family is None or encoder_family == "bm25aug":
@@ -95,12 +99,13 @@ class Searcher:
     - `engine=None` chooses from the index (`choose_engine`): `lucene` (impact index, encoder
       required), `bm25` (BM25 index; no encoder, or a `train bm25aug` checkpoint), `sharded`
       (`index` a list of impact indexes, or `"A,B,C"`), `seismic` (a `seismic index` folder; the
-      `[seismic]` extra), `dense` (a dense store; no encoder). Or name one of them.
+      `[seismic]` extra), `pisa` (a `pisa index` folder; the `[pisa]` extra), `dense` (a dense
+      store; no encoder). Or name one of them.
     - `encoder=` a sparse preset or checkpoint: impact queries encoded on the fly; `encoder_options`
       override its settings (or, for bm25aug, `AugmentedQueries`' options; for dense, `model`,
       `batch_size`, `chat_template`).
     - `engine_options`: the engine's own options (lucene, sharded: `min_idf`; bm25: `k1`, `b`,
-      `pretokenized`; seismic: `query_cut`, `heap_factor`); `bm25=(k1, b)` is short for BM25's.
+      `pretokenized`; seismic: `query_cut`, `heap_factor`; pisa: `algorithm`); `bm25=(k1, b)` is short for BM25's.
     - `reranker=` a registered re-ranker name with its `store`: the first stage's top `candidates`
       re-scored, fused with the first stage when `interpolate` is a weight in [0, 1] (`fusion`
       minmax, zscore or rrf).

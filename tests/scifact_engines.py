@@ -4,12 +4,12 @@ full collection's indexes once already:
 
 - `python -m lsr_pyserini.search` writes the very runs of `lucene search --impact`, `lucene search
   --bm25`, `seismic search` and (with several shard indexes) one index's run; exact Seismic (an index
-  of all 5,183 documents) and a Milvus collection (milvus-lite) of the shards give Lucene's top-1000
-  run at every rank, all 300 queries;
+  of all 5,183 documents), PISA (MaxScore, 8 threads, and block-max MaxScore) and a Milvus
+  collection (milvus-lite) of the shards give Lucene's top-1000 run at every rank, all 300 queries;
 - one `Searcher` used from 8 threads, all 300 test queries, 5 repetitions, returns exactly the
-  rankings it returns one query at a time, for the Lucene impact, sharded and Seismic engines, with
-  and without the dense re-ranker;
-- explanations add up to the score of every top-10 hit of every query (Lucene and Seismic).
+  rankings it returns one query at a time, for the Lucene impact, sharded, Seismic and PISA
+  engines, with and without the dense re-ranker;
+- explanations add up to the score of every top-10 hit of every query (Lucene, Seismic, PISA).
 """
 from __future__ import annotations
 
@@ -88,6 +88,16 @@ def check_impact_engines(work: Path, data: Path, scratch: Path, dense_model: Pat
              scratch / "run.seismic.search.txt", "--hits", "1000", "--threads", "2", "--quiet", check=True)
     same_file(scratch / "run.seismic.search.txt", scratch / "run.seismic.command.txt")
     same_ranking_as_lucene(scratch / "run.seismic.command.txt", lucene_run, queries_tsv)
+    # PISA: exact MaxScore with 8 threads and block-max MaxScore, the command and the search command
+    run_tool("pisa", "index", "--input", work / "vectors", "--index", scratch / "pisa", "--quiet", check=True)
+    for algorithm, threads in (("maxscore", "8"), ("block_max_maxscore", "1")):
+        run_tool("pisa", "search", "--index", scratch / "pisa", "--topics", work / "queries.tsv", "--output",
+                 scratch / f"run.pisa.{algorithm}.txt", "--hits", "1000", "--algorithm", algorithm, "--threads",
+                 threads, check=True)
+        same_ranking_as_lucene(scratch / f"run.pisa.{algorithm}.txt", lucene_run, queries_tsv)
+    run_tool("search", "--index", scratch / "pisa", "--topics", work / "queries.tsv", "--encoded", "--output",
+             scratch / "run.pisa.search.txt", "--hits", "1000", "--threads", "2", "--quiet", check=True)
+    same_ranking(scratch / "run.pisa.search.txt", scratch / "run.pisa.maxscore.txt")
     # Milvus (milvus-lite): a collection of the same shards, Lucene's top-1000 run at every rank
     run_tool("milvus", "index", "--input", work / "vectors", "--uri", scratch / "scifact.milvus.db", "--collection",
              "scifact", "--quiet", check=True)
@@ -115,7 +125,7 @@ def check_impact_engines(work: Path, data: Path, scratch: Path, dense_model: Pat
     loaded = list(read_queries(str(queries_tsv)))
     texts = [query.text for query in loaded]
     indexes_list = indexes.split(",")
-    for index in (work / "index", indexes_list, scratch / "seismic"):
+    for index in (work / "index", indexes_list, scratch / "seismic", scratch / "pisa"):
         for reranker in (None, "dense"):
             options = {"reranker": "dense", "store": str(scratch / "dense"), "interpolate": 0.5,
                        "candidates": 100} if reranker else {}
@@ -127,7 +137,7 @@ def check_impact_engines(work: Path, data: Path, scratch: Path, dense_model: Pat
                 for repetition in range(REPETITIONS):
                     together = list(pool.map(lambda text: searcher.search(text, k=10), texts))
                     assert together == alone, (searcher.engine.name, reranker, repetition)
-            if reranker is None and searcher.engine.name in ("lucene", "seismic"):
+            if reranker is None and searcher.engine.name in ("lucene", "seismic", "pisa"):
                 check_explanations(searcher, loaded)
             searcher.close()
 
@@ -143,7 +153,7 @@ def check_explanations(searcher, loaded) -> None:
         for hit in hits:
             total = sum(match.contribution for match in hit.terms)
             assert hit.explained == "score" and all(m.contribution > 0 for m in hit.terms)
-            if searcher.engine.name == "seismic":
+            if searcher.engine.name in ("seismic", "pisa"):
                 assert total == hit.score, (qid, hit)
             else:
                 assert total == raw_score(hit.score, qid) and abs(total - hit.score) < 1e-3, (qid, hit)

@@ -6,6 +6,7 @@
     seismic   Seismic index of the same shards (the `[seismic]` extra)        queries: {term: int}
     dense     exact inner product over a dense store (faiss)                  queries: float32 vectors
     milvus    a Milvus collection of the same shards (the `[milvus]` extra)   queries: {term: int}
+    pisa      a PISA index of the same shards (the `[pisa]` extra)            queries: {term: int}
 """
 from __future__ import annotations
 
@@ -15,10 +16,9 @@ from ..core.errors import InputError
 from .base import ENGINE_CLASSES, ENGINES, IMPACTS, TEXT, VECTOR, Engine, register
 
 
-
 def _load_engines() -> None:
     """Import every engine module (each registers its engines; this order is the one listed)."""
-    from . import lucene, sharded, seismic, dense, milvus  # noqa: F401,I001
+    from . import lucene, sharded, seismic, dense, milvus, pisa  # noqa: F401,I001
 
 
 def available_engines() -> list[str]:

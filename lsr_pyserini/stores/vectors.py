@@ -36,31 +36,39 @@ def read_vectors(folder: Path, progress=None) -> Iterator[tuple[str, dict]]:
     seen: set[str] = set()
     done = 0  # bytes of the shards already read
     for path in vector_files(folder):
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as handle:
-            for line_no, line in enumerate(handle, start=1):
-                if progress is not None and not line_no % 1024:
-                    progress.update(done + _raw_position(handle) - progress.n)
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    raise InputError(f"{path}:{line_no}: not a JSON line") from None
-                if not isinstance(record, dict) or "id" not in record or not isinstance(record.get("vector"), dict):
-                    raise InputError(f"{path}:{line_no}: expected a JsonVectorCollection record "
-                                     "{\"id\", \"vector\": {term: impact}}")
-                docid = str(record["id"])
-                if docid in seen:
-                    raise InputError(f"{path}:{line_no}: duplicate document id {docid!r}")
-                seen.add(docid)
-                vector = record["vector"]
-                if not _valid_at_c_speed(vector):
-                    _check_vector(vector, f"{path}:{line_no}")
-                yield docid, vector
+        yield from read_vector_file(path, seen, progress, done)
         done += path.stat().st_size
         if progress is not None:
             progress.update(done - progress.n)
+
+
+def read_vector_file(path: Path, seen: set[str] | None = None, progress=None,
+                     done: int = 0) -> Iterator[tuple[str, dict]]:
+    """(docid, {term: impact}) of one shard; a docid already in `seen` (which collects them) is
+    refused; `progress` is set to `done` plus the bytes of this shard read."""
+    seen = set() if seen is None else seen
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if progress is not None and not line_no % 1024:
+                progress.update(done + _raw_position(handle) - progress.n)
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                raise InputError(f"{path}:{line_no}: not a JSON line") from None
+            if not isinstance(record, dict) or "id" not in record or not isinstance(record.get("vector"), dict):
+                raise InputError(f"{path}:{line_no}: expected a JsonVectorCollection record "
+                                 "{\"id\", \"vector\": {term: impact}}")
+            docid = str(record["id"])
+            if docid in seen:
+                raise InputError(f"{path}:{line_no}: duplicate document id {docid!r}")
+            seen.add(docid)
+            vector = record["vector"]
+            if not _valid_at_c_speed(vector):
+                _check_vector(vector, f"{path}:{line_no}")
+            yield docid, vector
 
 
 def vector_bytes(folder: Path) -> int:
@@ -126,3 +134,33 @@ def read_impact_queries(path: str) -> list[tuple[str, dict[str, int]]]:
     if not queries:
         raise InputError(f"{path}: no queries")
     return queries
+
+
+def check_shards(folder: Path) -> dict | None:
+    """The manifest `encode corpus` wrote beside the shards in `folder` (None when there is none: shards
+    made elsewhere), after checking that it describes exactly these files: one line, before any work,
+    for an encoding still under way and for shards that are not the manifest's (another encoder's
+    shards copied in, a shard replaced)."""
+    from ..core.writer import manifest_path
+
+    files = vector_files(folder)
+    path = manifest_path(folder)
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        recorded = {f"part-{int(number):05d}.jsonl": int(entry["bytes"]) for number, entry in manifest["shards"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        raise InputError(f"{path}: unreadable manifest of the shards in {folder}") from None
+    if manifest.get("status") != "complete":
+        raise InputError(f"{folder}: its encoding is not finished ({path} says {manifest.get('status')!r}): "
+                         f"run `encode corpus` again to complete it")
+    found = {str(file.relative_to(folder)): file.stat().st_size for file in files}
+    for name, size in found.items():
+        if recorded.get(name) != size:
+            raise InputError(f"{folder / name}: not a shard of {path} (another encoding's shard, or changed): "
+                             f"keep one encoder's shards in one folder")
+    missing = sorted(set(recorded) - set(found))
+    if missing:
+        raise InputError(f"{folder}: shard {missing[0]} of {path} is missing")
+    return manifest

@@ -1,0 +1,50 @@
+"""The `pisa` engine: impact search in a PISA index of the `encode corpus` shards (the `[pisa]`
+extra; `python -m lsr_pyserini.pisa index`). Exact by default (MaxScore): the Lucene impact
+scores and top k, ties by docid (stores/pisa.py). Explanations and document text come from the
+shards the index was built from (its manifest's `input`), whose impacts are the ones PISA scores."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.hits import Run, TermMatch, run_precision
+from .base import IMPACTS, Engine, FromInputShards, register, shards_encoder
+
+
+class PisaEngine(FromInputShards, Engine):
+    name = "pisa"
+    query_kind = IMPACTS
+    run_tag = "pisa"
+
+    def __init__(self, index: str, algorithm: str | None = None):
+        from ..stores.pisa import DEFAULT_ALGORITHM, PisaSearcher
+
+        self.path = str(index)
+        self.searcher = PisaSearcher(index, algorithm or DEFAULT_ALGORITHM)
+        self.documents = self.searcher.documents
+
+    def search(self, qids: list[str], queries: list[dict[str, int]], k: int, threads: int = 1) -> Run:
+        run = self.searcher.search(list(zip(qids, queries)), k, threads)
+        return {qid: [(docid, run_precision(score)) for docid, score in run.get(qid, [])] for qid in qids}
+
+    def input_folder(self) -> Path:
+        return Path(str(self.searcher.manifest.get("input", "")))
+
+    def document_side(self) -> dict | None:
+        return self.searcher.manifest.get("encoder") or shards_encoder(self.input_folder())
+
+    def searched_terms(self, query: dict[str, int]) -> dict[str, float]:
+        """The query terms PISA scores: known to the index, weight > 0."""
+        vocabulary = self.searcher.vocabulary
+        return {term: float(weight) for term, weight in query.items() if weight > 0 and term in vocabulary}
+
+    def explain(self, query: dict[str, int], docids: list[str]) -> dict[str, tuple[TermMatch, ...]]:
+        return self.explain_terms(self.searched_terms(query), docids)
+
+    def describe(self) -> dict:
+        return {"engine": self.name, "index": self.path, "documents": self.documents,
+                "algorithm": self.searcher.algorithm, "exact": self.searcher.exact}
+
+
+@register("pisa", PisaEngine)
+def build(index: str, algorithm: str | None = None) -> PisaEngine:
+    return PisaEngine(index, algorithm)

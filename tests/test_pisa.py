@@ -1,0 +1,195 @@
+"""PISA, the exact engine with dynamic pruning (`[pisa]` extra): on the sample collection encoded
+with SPLADE-tiny, the PISA run equals the Lucene run line for line with every exact algorithm;
+`Searcher` chooses it from the folder and equals the command; ties are ordered by docid beyond k;
+8 threads give the sequential rankings; the build resumes after an interruption; the missing extra
+and bad inputs are one line each. (All 300 SciFact test queries at depth 1000: tests/scifact_engines.py.)"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import pytest
+
+from conftest import SAMPLE, error_lines, run_tool
+from lsr_pyserini.core.errors import InputError
+from lsr_pyserini.core.outputs import release_outputs
+from lsr_pyserini.core.readers import read_queries
+from lsr_pyserini.stores import pisa as engine
+from lsr_pyserini.stores.vectors import read_impact_queries
+from test_seismic import brute_force, tied_collection, without_tag, write_shard
+
+QUERIES = SAMPLE / "queries.test.tsv"
+CORPUS = SAMPLE / "corpus.jsonl"
+
+engine.require_pisa()  # pinned (pyterrier-pisa): a broken install fails, not skips
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    """SPLADE-tiny vectors of the sample, its Lucene and PISA indexes and their full runs."""
+    work = tmp_path_factory.mktemp("pisa")
+    steps = [
+        ("encode", "corpus", "--input", CORPUS, "--output", work / "vectors", "--quiet"),
+        ("encode", "queries", "--input", QUERIES, "--output", work / "queries.tsv", "--quiet"),
+        ("lucene", "index", "--collection", "JsonVectorCollection", "--input", work / "vectors", "--index",
+         work / "lucene", "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
+         "--threads", "1"),
+        ("lucene", "search", "--index", work / "lucene", "--topics", work / "queries.tsv", "--output",
+         work / "run.lucene.txt", "--impact", "--hits", "1000"),
+        ("pisa", "index", "--input", work / "vectors", "--index", work / "pisa", "--quiet"),
+    ]
+    for tool, *args in steps:
+        run_tool(tool, *args, check=True)
+    return work
+
+
+def test_every_exact_algorithm_gives_the_lucene_run_line_for_line(sample):
+    lucene = without_tag(sample / "run.lucene.txt")
+    assert len(lucene) > 20 and len({line.split()[0] for line in lucene}) == 7
+    for algorithm in engine.EXACT_ALGORITHMS:
+        output = sample / f"run.pisa.{algorithm}.txt"
+        result = run_tool("pisa", "search", "--index", sample / "pisa", "--topics", sample / "queries.tsv", "--output",
+                          output, "--hits", "1000", "--algorithm", algorithm, "--threads", "8" if algorithm ==
+                          "maxscore" else "1", check=True)
+        assert f"{algorithm}) into" in result.stderr and not error_lines(result)
+        assert without_tag(output) == lucene, algorithm
+    manifest = json.loads((sample / "pisa" / "pisa.json").read_text())
+    assert manifest["documents"] == 12 and manifest["encoder"]["family"] == "splade"
+    assert manifest["input_manifest"]["status"] == "complete"
+    assert not (sample / "pisa.partial").exists() and not (sample / "pisa.building").exists()
+    # the conjunctive algorithms keep only the documents holding every query term
+    searcher = engine.PisaSearcher(str(sample / "pisa"), "ranked_and")
+    queries = read_impact_queries(str(sample / "queries.tsv"))
+    conjunctive = searcher.search(queries, 1000)
+    assert not searcher.exact and sum(map(len, conjunctive.values())) < len(lucene)
+
+
+def test_searcher_chooses_pisa_from_the_folder_explains_and_gives_texts(sample):
+    import lsr_pyserini
+
+    loaded = list(read_queries(str(QUERIES)))
+    texts, qids = [q.text for q in loaded], [q.id for q in loaded]
+    searcher = lsr_pyserini.Searcher(str(sample / "pisa"), encoder="splade-tiny")
+    assert searcher.engine.name == "pisa" and searcher.engine.describe()["exact"]
+    expected = {}
+    for line in without_tag(sample / "run.lucene.txt"):
+        qid, _, docid, _, score = line.split()
+        expected.setdefault(qid, []).append((docid, float(score)))
+    for threads in (1, 2):
+        got = searcher.batch_search(texts, qids, k=5, threads=threads)
+        assert {qid: [(h.docid, h.score) for h in hits] for qid, hits in got.items()} == \
+            {qid: expected.get(qid, [])[:5] for qid in qids}
+    hits = searcher.search(texts[0], k=3, explain=True)
+    assert hits and all(sum(m.contribution for m in hit.terms) == hit.score for hit in hits)
+    assert searcher.doc(hits[0].docid).strip()
+    with pytest.raises(InputError, match="engine 'pisa' has no option 'heap_factor'"):
+        lsr_pyserini.Searcher(str(sample / "pisa"), encoder="splade-tiny", engine_options={"heap_factor": 1.0})
+    with pytest.raises(InputError, match="algorithm 'fast': expected one of maxscore"):
+        lsr_pyserini.Searcher(str(sample / "pisa"), encoder="splade-tiny", engine_options={"algorithm": "fast"})
+    with pytest.raises(InputError, match="its documents were encoded with model"):
+        lsr_pyserini.Searcher(str(sample / "pisa"), encoder="splade-tiny", encoder_options={"model": str(SAMPLE)})
+    with pytest.raises(InputError, match="not a PISA index"):
+        lsr_pyserini.Searcher(str(sample / "lucene"), encoder="splade-tiny", engine="pisa")
+
+
+def test_ties_are_ordered_by_docid_even_beyond_k_and_across_threads(tmp_path):
+    vectors = tied_collection()
+    engine.build_pisa_index(str(write_shard(tmp_path / "v", vectors)), str(tmp_path / "ix"))
+    for algorithm in engine.EXACT_ALGORITHMS:
+        searcher = engine.PisaSearcher(str(tmp_path / "ix"), algorithm)
+        queries = [("q1", {"a": 1}), ("q2", {"a": 3, "b": 1, "c": 2}), ("q3", {"c": 5, "zzz": 4}),
+                   ("q4", {"unknown": 3})]
+        for k in (1, 7, 20, 21, 100):
+            expected = {qid: brute_force(vectors, query, k) for qid, query in queries}
+            assert searcher.search(queries, k) == expected, (algorithm, k)
+            assert searcher.search(queries, k, threads=8) == expected, (algorithm, k)
+
+
+def test_an_interrupted_build_resumes_from_its_finished_shards(tmp_path, monkeypatch):
+    vectors = {f"d{i:03d}": {"a": i % 5 + 1, f"t{i % 7}": 2} for i in range(90)}
+    shards = tmp_path / "v"
+    for number in range(3):  # three shards of 30
+        write_shard(tmp_path / f"s{number}", dict(list(vectors.items())[30 * number: 30 * number + 30]))
+        shards.mkdir(exist_ok=True)
+        (tmp_path / f"s{number}" / "part-00000.jsonl").rename(shards / f"part-{number:05d}.jsonl")
+    read = []
+    original = engine._read_part
+
+    def interrupted(path, *args):
+        read.append(path.name)
+        if len(read) == 2:
+            raise KeyboardInterrupt
+        return original(path, *args)
+
+    monkeypatch.setattr(engine, "_read_part", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        engine.build_pisa_index(str(shards), str(tmp_path / "ix"))
+    assert not (tmp_path / "ix").exists() and (tmp_path / "ix.partial").is_dir()
+    manifest = engine.build_pisa_index(str(shards), str(tmp_path / "ix"))
+    assert read == ["part-00000.jsonl", "part-00001.jsonl", "part-00001.jsonl", "part-00002.jsonl"]
+    assert manifest["documents"] == 90 and not (tmp_path / "ix.partial").exists()
+    searcher = engine.PisaSearcher(str(tmp_path / "ix"))
+    query = {"a": 2, "t3": 1}
+    assert searcher.search([("q", query)], 40)["q"] == brute_force(vectors, query, 40)
+
+
+def test_the_missing_extra_is_one_line_naming_it(tmp_path, monkeypatch):
+    from lsr_pyserini.pisa import main
+
+    monkeypatch.delitem(sys.modules, "pyterrier_pisa._pisathon")
+    monkeypatch.setattr(engine.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(InputError, match=r"pip install 'lsr-pyserini\[pisa\]'"):
+        main(["index", "--input", str(tmp_path), "--index", str(tmp_path / "ix")])
+    (tmp_path / "pisa.json").write_text(json.dumps({"format": engine.FORMAT}))
+    with pytest.raises(InputError, match=r"pip install 'lsr-pyserini\[pisa\]'"):
+        engine.PisaSearcher(str(tmp_path))
+
+
+def test_bad_inputs_are_one_line_and_create_nothing(sample, tmp_path):
+    shards = write_shard(tmp_path / "v", {"d1": {"a": 1}})
+    fractional = write_shard(tmp_path / "frac", {"d1": {"a": 1.5}})
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("mine")
+    (tmp_path / "q.tsv").write_text("no tab here\n")
+    mixed = tmp_path / "mixed"  # the sample's shards with another encoding's shard copied in
+    mixed.mkdir()
+    for path in (sample / "vectors").iterdir():
+        (mixed / path.name).write_bytes(path.read_bytes())
+    (mixed / "part-00001.jsonl").write_text((shards / "part-00000.jsonl").read_text())
+    (tmp_path / "mixed.manifest.json").write_text((sample / "vectors.manifest.json").read_text())
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    (unfinished / "part-00000.jsonl").write_bytes((sample / "vectors" / "part-00000.jsonl").read_bytes())
+    manifest = json.loads((sample / "vectors.manifest.json").read_text())
+    (tmp_path / "unfinished.manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
+    ok = run_tool("pisa", "index", "--input", shards, "--index", tmp_path / "ix")  # as a user runs it
+    assert ok.returncode == 0 and "indexed 1 documents" in ok.stderr, ok.stderr
+    assert "[info]" not in ok.stderr and "Create index" not in ok.stderr  # PISA's own output: to the log
+    from lsr_pyserini.pisa import main
+    before = sorted(path.name for path in tmp_path.iterdir())
+    cases = [
+        (("index", "--input", tmp_path / "absent", "--index", tmp_path / "x"), "no such folder"),
+        (("index", "--input", fractional, "--index", tmp_path / "x"), "impacts that are not integers"),
+        (("index", "--input", mixed, "--index", tmp_path / "x"), "part-00001.jsonl: not a shard of"),
+        (("index", "--input", unfinished, "--index", tmp_path / "x"), "its encoding is not finished"),
+        (("index", "--input", shards, "--index", tmp_path / "ix"), "already exists: pass --overwrite"),
+        (("index", "--input", shards, "--index", tmp_path / "foreign"), "not written by this tool"),
+        (("search", "--index", tmp_path / "absent", "--topics", tmp_path / "q.tsv", "--output", tmp_path / "r"),
+         "no such PISA index folder"),
+        (("search", "--index", tmp_path / "ix", "--topics", tmp_path / "q.tsv", "--output", tmp_path / "r"),
+         "expected 'qid<TAB>terms repeated by impact'"),
+    ]
+    for args, message in cases:
+        with pytest.raises(InputError, match=re.escape(message)):
+            main([str(arg) for arg in args])
+        release_outputs()  # what the command does at exit
+    after = sorted(path.name for path in tmp_path.iterdir())
+    assert after == before  # nothing created
+    assert not (tmp_path / "x").exists() and not (tmp_path / "r").exists()
+    result = run_tool("pisa", "search", "--index", tmp_path / "ix", "--topics", tmp_path / "q.tsv",
+                      "--output", tmp_path / "r")
+    assert result.returncode == 2 and len(error_lines(result)) == 1, result.stderr
+    (tmp_path / "ix" / "fwd.doclex").unlink()
+    with pytest.raises(InputError, match="fwd.doclex: missing"):
+        engine.PisaSearcher(str(tmp_path / "ix"))
