@@ -193,3 +193,38 @@ def test_bad_inputs_are_one_line_and_create_nothing(sample, tmp_path):
     (tmp_path / "ix" / "fwd.doclex").unlink()
     with pytest.raises(InputError, match="fwd.doclex: missing"):
         engine.PisaSearcher(str(tmp_path / "ix"))
+
+
+def test_bench_measures_engines_on_prefixes_resumes_and_refuses_bad_input(sample, tmp_path):
+    """`python -m lsr_pyserini.bench` on the sample: every engine's row at each prefix, exact engines
+    at recall 1 of Lucene's top k, the JSON, table and plot; a second run measures nothing again."""
+    work, out = tmp_path / "work", tmp_path / "bench.json"
+    args = ["--vectors", sample / "vectors", "--queries", sample / "queries.tsv", "--qrels", SAMPLE / "qrels.test.trec",
+            "--text-queries", QUERIES, "--engines", "lucene,pisa,seismic,seismic:query_cut=1,bmp,bm25",
+            "--k", "3,10", "--sizes", "6,12", "--work", work, "--json", out, "--plot", tmp_path / "bench.png", "--quiet"]
+    result = run_tool("bench", *args, check=True)
+    report = json.loads(out.read_text())
+    rows = {(row["engine"], row["size"]): row for row in report["rows"]}
+    assert len(rows) == 12 and report["reference"] == "lucene" and report["cpu"]
+    for (engine_label, size), row in rows.items():
+        assert row["build_seconds"] > 0 and row["bytes"] > 0 and row["resident_bytes"] > 0, row
+        assert row["k"]["10"]["p50_ms"] > 0 and row["k"]["3"]["p99_ms"] >= row["k"]["3"]["p50_ms"]
+        if engine_label in ("lucene", "pisa", "seismic"):
+            assert row["exact"] and row["k"]["3"]["recall"] == row["k"]["10"]["recall"] == 1.0, row
+            assert row["ndcg_cut_10"] == rows[("lucene", size)]["ndcg_cut_10"]
+    assert not rows[("seismic:query_cut=1", 12)]["exact"] and not rows[("bm25", 12)]["exact"]
+    assert (work / "collections" / "6" / "part-00000.jsonl").is_file()  # the 6-document prefix
+    assert json.loads((work / "collections" / "6.manifest.json").read_text())["settings"]["encoder"]["family"] == "splade"
+    assert "growth exponent of p50 with size, pisa" in result.stdout and (tmp_path / "bench.png").stat().st_size > 0
+    kept = {path: path.stat().st_mtime_ns for path in work.rglob("figures.json")}
+    again = run_tool("bench", *args, check=True)
+    assert {path: path.stat().st_mtime_ns for path in work.rglob("figures.json")} == kept and again.stdout
+    cases = [
+        (["--sizes", "13"], "--sizes: 13 is larger than the collection (12 documents"),
+        (["--engines", "elastic"], "'elastic' is not an engine bench measures"),
+        (["--engines", "bm25", "--text-queries", ""], "engine bm25 searches the queries' text"),
+        (["--k", "ten"], "--k: expected numbers separated by commas"),
+    ]
+    for extra, message in cases:
+        refused = run_tool("bench", *args, *extra)
+        assert refused.returncode == 2 and message in refused.stderr and len(error_lines(refused)) == 1, refused.stderr
