@@ -11,10 +11,10 @@ of each to one process, and whether the shards and manifest are byte-identical t
 on a shared machine they say how far to trust them. Nothing is asserted about speed.
 
     python benchmarks/bench_encode_parallel.py [--docs 1024] [--workers 2] [--shard-size 128]
-        [--encoder splade-tiny] [--modes one,workers,ray] [--keep DIR]
+        [--encoder splade-tiny] [--modes one,workers,ray] [--keep DIR] [--data-root DIR]
 
-The corpus is read from $LSR_PYSERINI_DATA_ROOT/scifact/corpus.jsonl.gz (default /work/shared/data,
-else ../shared/data beside the checkout). `--ray` needs `pip install 'lsr-pyserini[ray]'`; without it
+The corpus is read from DATA_ROOT/scifact/corpus.jsonl.gz: --data-root, else $LSR_PYSERINI_DATA_ROOT,
+else ../shared/data beside the checkout. `--ray` needs `pip install 'lsr-pyserini[ray]'`; without it
 the ray mode is reported as skipped.
 """
 from __future__ import annotations
@@ -32,8 +32,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-ROOTS = [Path(os.environ["LSR_PYSERINI_DATA_ROOT"])] if os.environ.get("LSR_PYSERINI_DATA_ROOT") else \
-    [Path("/work/shared/data"), REPO.parent / "shared" / "data", REPO.parents[1] / "shared" / "data"]
+DATA_ROOT = Path(os.environ.get("LSR_PYSERINI_DATA_ROOT", REPO.parent / "shared" / "data"))
 TIMING = ("seconds_this_run", "documents_per_second_this_run")
 
 
@@ -81,12 +80,12 @@ def main() -> None:
     parser.add_argument("--encoder", default="splade-tiny", help="preset (default: splade-tiny)")
     parser.add_argument("--modes", default="one,workers,ray", help="comma-separated (default: one,workers,ray)")
     parser.add_argument("--keep", help="write the outputs here and keep them (default: a temporary folder)")
+    parser.add_argument("--data-root", default=str(DATA_ROOT),
+                        help="folder of the collections (default: $LSR_PYSERINI_DATA_ROOT, else ../shared/data)")
     args = parser.parse_args()
-    source = next((root / "scifact" / "corpus.jsonl.gz" for root in ROOTS
-                   if (root / "scifact" / "corpus.jsonl.gz").is_file()), None)
-    if source is None:
-        sys.exit(f"error: scifact/corpus.jsonl.gz not found under {', '.join(map(str, ROOTS))} "
-                 f"(set LSR_PYSERINI_DATA_ROOT)")
+    source = Path(args.data_root) / "scifact" / "corpus.jsonl.gz"
+    if not source.is_file():
+        sys.exit(f"error: {source}: not found (give --data-root)")
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-parallel-"))
     work.mkdir(parents=True, exist_ok=True)
     corpus = work / "corpus.jsonl"

@@ -1,7 +1,7 @@
 """Benchmark: how Anserini impact indexing and search scale with the corpus, on SPLADE-like collections.
 
     python benchmarks/bench_scale.py --docs 10000,100000,1000000 --json OUT.json
-        [--work /work/scale] [--vectors DIR] [--queries FILE.tsv] [--index-threads 2]
+        --work DIR [--vectors DIR] [--queries FILE.tsv] [--index-threads 2]
         [--plot docs/img/scale.png] [--skip-throughput] [--throughput-docs 1024] [--throughput-shard-size 128]
         [--seed 0]
         [--processes 2] [--rebuild]
@@ -390,7 +390,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", default="10000,100000,1000000", help="corpus sizes (default: 10000,100000,1000000)")
     parser.add_argument("--json", required=True, help="write the figures here")
-    parser.add_argument("--work", default="/work/scale", help="collections, indexes, caches (default: /work/scale)")
+    parser.add_argument("--work", required=True, help="folder for the collections, indexes and caches")
     parser.add_argument("--vectors", default=None, help="SciFact SPLADE-tiny vectors (default: encode into WORK/work)")
     parser.add_argument("--queries", default=None, help="encoded SciFact test queries (default: encode into WORK/work)")
     parser.add_argument("--index-threads", type=positive_int, default=2, help="indexing threads (default: 2)")
