@@ -59,6 +59,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=positive_int, default=20)
     parser.add_argument("--within", type=float, default=0.001,
                         help="largest drop of nDCG@10 and R@1000 from exact allowed for the chosen setting")
+    parser.add_argument("--recall-targets", type=numbers(float), default=[],
+                        help="also choose, for each target (e.g. 0.90,0.97), the fastest setting whose recall of the "
+                             "exact top k at the smallest k reaches it (python -m lsr_pyserini.bench's engines)")
     args = parser.parse_args()
 
     queries = read_impact_queries(args.queries)
@@ -94,6 +97,14 @@ def main() -> None:
              if all(e["k"][str(deepest)][m] >= exact[str(deepest)][m] - args.within for m in ("ndcg_cut_10", "recall_1000"))]
     chosen = min(keeps, key=lambda e: e["k"][str(deepest)]["mean_ms"], default=None)
     figures["chosen"] = None if chosen is None else {"query_cut": chosen["query_cut"], "heap_factor": chosen["heap_factor"]}
+    smallest = str(min(args.ks))
+    figures["for_recall"] = {}
+    for target in args.recall_targets:
+        reaching = [e for e in figures["settings"][1:] if e["k"][smallest]["recall_of_exact_top_k"] >= target]
+        fastest = min(reaching, key=lambda e: e["k"][smallest]["mean_ms"], default=None)
+        figures["for_recall"][str(target)] = None if fastest is None else {
+            "query_cut": fastest["query_cut"], "heap_factor": fastest["heap_factor"],
+            "recall": fastest["k"][smallest]["recall_of_exact_top_k"], "mean_ms": fastest["k"][smallest]["mean_ms"]}
     Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
 
     print(f"{figures['documents']:,} documents, {len(queries)} queries, one thread; CPU {figures['cpu']}; "
@@ -106,6 +117,9 @@ def main() -> None:
             print(f"{cut:>9} {entry['heap_factor']:5.2f} {k:>5} {e['mean_ms']:8.2f} {e['p50_ms']:7.2f} "
                   f"{e['p99_ms']:7.2f} {e['ndcg_cut_10']:8.4f} {e['recall_1000']:7.4f} "
                   f"{e['recall_of_exact_top_k']:8.4f} {e['speedup_over_exact']:7.2f}")
+    for target, best in figures["for_recall"].items():
+        print(f"recall >= {target} of the exact top {smallest}: " + ("no setting reaches it" if best is None else
+              f"seismic:query_cut={best['query_cut']}:heap_factor={best['heap_factor']} (recall {best['recall']:.4f})"))
     if chosen is None:
         print(f"no setting keeps nDCG@10 and R@1000 within {args.within} of exact")
     else:
