@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.hits import Run, TermMatch, run_precision
+from ..core.hits import Run, TermMatch
 from .base import IMPACTS, Engine, FromInputShards, register, shards_encoder
 
 
@@ -23,8 +23,10 @@ class PisaEngine(FromInputShards, Engine):
         self.documents = self.searcher.documents
 
     def search(self, qids: list[str], queries: list[dict[str, int]], k: int, threads: int = 1) -> Run:
+        # PISA's scores are sums of integer products, integers already at a run's precision (no
+        # `run_precision` needed: it would format each of k scores to give the same number back)
         run = self.searcher.search(list(zip(qids, queries)), k, threads)
-        return {qid: [(docid, run_precision(score)) for docid, score in run.get(qid, [])] for qid in qids}
+        return {qid: run.get(qid, []) for qid in qids}
 
     def input_folder(self) -> Path:
         return Path(str(self.searcher.manifest.get("input", "")))
