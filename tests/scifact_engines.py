@@ -9,7 +9,9 @@ full collection's indexes once already:
 - one `Searcher` used from 8 threads, all 300 test queries, 5 repetitions, returns exactly the
   rankings it returns one query at a time, for the Lucene impact, sharded, Seismic and PISA
   engines, with and without the dense re-ranker;
-- explanations add up to the score of every top-10 hit of every query (Lucene, Seismic, PISA).
+- explanations add up to the score of every top-10 hit of every query (Lucene, Seismic, PISA);
+- `pt.Experiment` over `lsr_pyserini.pyterrier` pipelines (BM25; SPLADE-tiny; SPLADE-tiny >> the
+  dense re-ranker) gives the nDCG@10 and R@100 `evaluate` gives on the toolkit's runs, to 4 decimals.
 """
 from __future__ import annotations
 
@@ -65,6 +67,29 @@ def check_bm25_search_command(work: Path, data: Path, scratch: Path) -> None:
     run_tool("search", "--engine", "bm25", "--index", work / "index", "--topics", data / "scifact" / "queries.test.tsv",
              "--output", scratch / "run.bm25.search.txt", "--hits", "1000", "--threads", "2", "--quiet", check=True)
     same_file(scratch / "run.bm25.search.txt", work / "run.bm25.txt")
+    from lsr_pyserini import pyterrier as lsr
+
+    check_pyterrier_experiment({"bm25": (lsr.Retriever(str(work / "index")), work / "run.bm25.txt")}, data)
+
+
+def check_pyterrier_experiment(pipelines: dict, data: Path) -> None:
+    """pt.Experiment's nDCG@10 and R@100 of each pipeline equal `evaluate`'s on the toolkit's run."""
+    import pandas as pd
+    import pyterrier as pt
+
+    from lsr_pyserini.core.evaluation import evaluate_run
+    from lsr_pyserini.core.readers import read_queries
+
+    qrels_path = data / "scifact" / "qrels.test.trec"
+    topics = pd.DataFrame([(q.id, q.text) for q in read_queries(str(data / "scifact" / "queries.test.tsv"))],
+                          columns=["qid", "query"])
+    table = pt.Experiment([pipeline for pipeline, _ in pipelines.values()], topics, pt.io.read_qrels(str(qrels_path)),
+                          eval_metrics=[pt.measures.nDCG @ 10, pt.measures.R @ 100], names=list(pipelines))
+    for name, (_, run) in pipelines.items():
+        figures = evaluate_run(str(qrels_path), str(run))
+        row = table[table["name"] == name].iloc[0]
+        assert round(row["nDCG@10"], 4) == round(figures["ndcg_cut_10"]["all"], 4), (name, row, figures)
+        assert round(row["R@100"], 4) == round(figures["recall_100"]["all"], 4), (name, row, figures)
 
 
 def check_impact_engines(work: Path, data: Path, scratch: Path, dense_model: Path) -> None:
@@ -124,6 +149,20 @@ def check_impact_engines(work: Path, data: Path, scratch: Path, dense_model: Pat
              scratch / "dense", "--pooling", "mean", "--max-length", "64", "--quiet", check=True)
     loaded = list(read_queries(str(queries_tsv)))
     texts = [query.text for query in loaded]
+    # PyTerrier: SPLADE-tiny, and SPLADE-tiny >> the dense re-ranker, against the toolkit's runs
+    from lsr_pyserini import pyterrier as lsr
+    from lsr_pyserini.core.writer import run_lines
+
+    reranking = lsr_pyserini.Searcher(str(work / "index"), encoder="splade-tiny", reranker="dense",
+                                      store=str(scratch / "dense"), interpolate=0.5)
+    reranked = reranking.batch_search(texts, [q.id for q in loaded], k=1000, threads=2)
+    (scratch / "run.dense.txt").write_text("".join(run_lines(
+        {qid: [(h.docid, h.score) for h in hits] for qid, hits in reranked.items()}, "dense")))
+    splade = lsr.Retriever(str(work / "index"), encoder="splade-tiny", threads=2)
+    check_pyterrier_experiment({
+        "splade-tiny": (splade, lucene_run),
+        "splade-tiny >> dense": (splade >> lsr.Reranker("dense", store=str(scratch / "dense"), interpolate=0.5),
+                                 scratch / "run.dense.txt")}, data)
     indexes_list = indexes.split(",")
     for index in (work / "index", indexes_list, scratch / "seismic", scratch / "pisa"):
         for reranker in (None, "dense"):

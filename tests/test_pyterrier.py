@@ -1,0 +1,144 @@
+"""PyTerrier pipelines over the toolkit (`lsr_pyserini.pyterrier`), on the sample collection: the
+encoders' `toks`/`query_toks` are the impacts `encode corpus`/`encode queries` write and
+pyterrier-pisa indexes and searches them as they are; `Retriever`, `Reranker` and `Fusion` give the
+toolkit's own rankings; `pt.Experiment` gives `evaluate`'s figures on the toolkit's runs; missing
+columns are one line, empty frames stay empty. (All of SciFact test: tests/scifact_engines.py.)"""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from conftest import SAMPLE, run_tool
+from lsr_pyserini.core.errors import InputError
+from lsr_pyserini.core.readers import read_corpus, read_queries
+
+pt = pytest.importorskip("pyterrier")  # noqa: F841  pinned in the tested set: never skipped in CI
+from lsr_pyserini import pyterrier as lsr  # noqa: E402
+
+QRELS = SAMPLE / "qrels.test.trec"
+
+
+@pytest.fixture(scope="module")
+def topics() -> pd.DataFrame:
+    return pd.DataFrame([(q.id, q.text) for q in read_queries(str(SAMPLE / "queries.test.tsv"))],
+                        columns=["qid", "query"])
+
+
+@pytest.fixture(scope="module")
+def dense_store(tmp_path_factory, tiny_encoder_only):
+    store = tmp_path_factory.mktemp("pt") / "dense"
+    run_tool("encode", "dense", "--model", tiny_encoder_only, "--input", SAMPLE / "corpus.jsonl", "--output", store,
+             "--pooling", "mean", "--max-length", "64", "--quiet", check=True)
+    return store
+
+
+def as_run(frame: pd.DataFrame) -> dict:
+    run: dict = {}
+    for qid, docno, score in zip(frame["qid"], frame["docno"], frame["score"]):
+        run.setdefault(str(qid), []).append((str(docno), float(score)))
+    return run
+
+
+def test_encoders_add_the_impacts_the_commands_write(service_indexes, topics):
+    from lsr_pyserini import QueryEncoder
+    from lsr_pyserini.stores.vectors import read_vectors
+
+    documents = pd.DataFrame([(d.id, d.text) for d in read_corpus(str(SAMPLE / "corpus.jsonl"))],
+                             columns=["docno", "text"])
+    encoded = lsr.doc_encoder("splade-tiny").transform(documents)
+    assert dict(zip(encoded["docno"], encoded["toks"])) == dict(read_vectors(service_indexes["vectors"]))
+    queries = lsr.query_encoder("splade-tiny").transform(topics)
+    assert list(queries["query_toks"]) == QueryEncoder("splade-tiny").batch_encode(list(topics["query"]))
+    assert list(queries.columns) == ["qid", "query", "query_toks"]
+
+
+def test_pyterrier_pisa_indexes_and_searches_the_toks_as_they_are(service_indexes, topics, tmp_path):
+    import pyterrier_pisa
+
+    from lsr_pyserini.engines import build_engine
+    from lsr_pyserini.stores.pisa import build_pisa_index
+
+    documents = pd.DataFrame([(d.id, d.text) for d in read_corpus(str(SAMPLE / "corpus.jsonl"))],
+                             columns=["docno", "text"])
+    pipeline = lsr.doc_encoder("splade-tiny") >> pyterrier_pisa.PisaIndex(str(tmp_path / "pt-pisa"), stemmer="none") \
+        .toks_indexer(scale=1)
+    index = pipeline.index(documents.to_dict("records"))
+    theirs = (lsr.query_encoder("splade-tiny") >> index.quantized(num_results=5, toks_scale=1)).transform(topics)
+    build_pisa_index(str(service_indexes["vectors"]), str(tmp_path / "ours"))
+    ours = lsr.Retriever(str(tmp_path / "ours"), encoder="splade-tiny", k=5).transform(topics)
+    key = ["qid", "score", "docno"]
+    assert theirs[key].sort_values(key).values.tolist() == ours[key].sort_values(key).values.tolist()
+    assert set(ours["docno"]) and build_engine("pisa", str(tmp_path / "ours")).documents == 12
+
+
+def test_retriever_reranker_and_fusion_give_the_toolkits_rankings(service_indexes, topics, dense_store):
+    import lsr_pyserini
+    from lsr_pyserini.core.fusion import fuse
+
+    splade = lsr.Retriever(str(service_indexes["splade"]), encoder="splade-tiny", k=10)
+    searcher = lsr_pyserini.Searcher(str(service_indexes["splade"]), encoder="splade-tiny")
+    hits = searcher.batch_search(list(topics["query"]), list(topics["qid"]), k=10)
+    expected = {qid: [(h.docid, h.score) for h in ranking] for qid, ranking in hits.items() if ranking}
+    frame = splade.transform(topics)
+    assert list(frame.columns) == ["qid", "query", "docno", "score", "rank"] and as_run(frame) == expected
+    assert frame.groupby("qid")["rank"].apply(lambda ranks: list(ranks) == list(range(len(ranks)))).all()
+    assert as_run((lsr.query_encoder("splade-tiny") >> splade).transform(topics)) == expected
+    rerank = lsr.Reranker("dense", store=str(dense_store), interpolate=0.5)
+    with_store = lsr_pyserini.Searcher(str(service_indexes["splade"]), encoder="splade-tiny", reranker="dense",
+                                       store=str(dense_store), interpolate=0.5, candidates=10)
+    reranked = with_store.batch_search(list(topics["query"]), list(topics["qid"]), k=10)
+    assert as_run((splade >> rerank).transform(topics)) == \
+        {qid: [(h.docid, h.score) for h in ranking] for qid, ranking in reranked.items() if ranking}
+    bm25 = lsr.Retriever(str(service_indexes["bm25"]), k=10)
+    fused = lsr.Fusion(bm25, splade, method="rrf").transform(topics)
+    assert as_run(fused) == fuse([as_run(bm25.transform(topics)), expected], method="rrf")
+
+
+def test_experiment_gives_evaluates_figures(service_indexes, topics, dense_store, tmp_path):
+    import lsr_pyserini
+    from lsr_pyserini.core.evaluation import evaluate_run
+    from lsr_pyserini.core.writer import run_lines
+
+    pipelines = {
+        "bm25": (lsr.Retriever(str(service_indexes["bm25"])), {"index": str(service_indexes["bm25"])}),
+        "splade": (lsr.Retriever(str(service_indexes["splade"]), encoder="splade-tiny"),
+                   {"index": str(service_indexes["splade"]), "encoder": "splade-tiny"}),
+    }
+    pipelines["splade >> dense"] = (pipelines["splade"][0] >> lsr.Reranker("dense", store=str(dense_store),
+                                                                           interpolate=0.5),
+                                    {**pipelines["splade"][1], "reranker": "dense", "store": str(dense_store),
+                                     "interpolate": 0.5})
+    qrels = pt.io.read_qrels(str(QRELS))
+    table = pt.Experiment([p for p, _ in pipelines.values()], topics, qrels,
+                          eval_metrics=[pt.measures.nDCG @ 10, pt.measures.R @ 100], names=list(pipelines))
+    for name, (_, options) in pipelines.items():
+        searcher = lsr_pyserini.Searcher(**options)
+        hits = searcher.batch_search(list(topics["query"]), list(topics["qid"]), k=1000)
+        path = tmp_path / f"{name.replace(' ', '')}.txt"
+        path.write_text("".join(run_lines({q: [(h.docid, h.score) for h in r] for q, r in hits.items()}, "x")))
+        figures = evaluate_run(str(QRELS), str(path))
+        row = table[table["name"] == name].iloc[0]
+        assert round(row["nDCG@10"], 4) == round(figures["ndcg_cut_10"]["all"], 4), name
+        assert round(row["R@100"], 4) == round(figures["recall_100"]["all"], 4), name
+
+
+def test_missing_columns_are_one_line_and_empty_frames_stay_empty(service_indexes, topics, dense_store):
+    splade = lsr.Retriever(str(service_indexes["splade"]), encoder="splade-tiny", k=3)
+    rerank = lsr.Reranker("dense", store=str(dense_store))
+    cases = [
+        (splade, topics[["qid"]], "Retriever: the frame has no column 'query'"),
+        (splade, topics[["query"]], "Retriever: the frame has no column 'qid'"),
+        (rerank, topics, "Reranker: the frame has no column 'docno'"),
+        (lsr.query_encoder("splade-tiny"), topics[["qid"]], "QueryEncoder: the frame has no column 'query'"),
+        (lsr.doc_encoder("splade-tiny"), pd.DataFrame({"docno": ["d"]}), "DocEncoder: the frame has no column 'text'"),
+    ]
+    for transformer, frame, message in cases:
+        with pytest.raises(InputError, match=message):
+            transformer.transform(frame)
+    empty = topics.iloc[:0]
+    for transformer in (splade, splade >> rerank, lsr.Fusion(splade, splade)):
+        result = transformer.transform(empty)
+        assert len(result) == 0 and {"qid", "docno", "score", "rank"} <= set(result.columns)
+    assert "query_toks" in lsr.query_encoder("splade-tiny").transform(empty).columns
+    with pytest.raises(InputError, match="Fusion: unknown method 'sum'"):
+        lsr.Fusion(splade, splade, method="sum")
