@@ -266,6 +266,25 @@ def run_tool(tool: str, *args, check: bool = False, cwd: Path | None = None) -> 
     return result
 
 
+def encoded_sample(work: Path, *more_steps) -> Path:
+    """The sample encoded with SPLADE-tiny (`vectors`, `queries.tsv`), its Lucene impact index
+    (`lucene`) and top-1000 run (`run.lucene.txt`) under `work`, then `more_steps` ((tool, *args))."""
+    corpus, queries = SAMPLE / "corpus.jsonl", SAMPLE / "queries.test.tsv"
+    steps = [
+        ("encode", "corpus", "--input", corpus, "--output", work / "vectors", "--quiet"),
+        ("encode", "queries", "--input", queries, "--output", work / "queries.tsv", "--quiet"),
+        ("lucene", "index", "--collection", "JsonVectorCollection", "--input", work / "vectors", "--index",
+         work / "lucene", "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
+         "--threads", "1"),
+        ("lucene", "search", "--index", work / "lucene", "--topics", work / "queries.tsv", "--output",
+         work / "run.lucene.txt", "--impact", "--hits", "1000"),
+        *more_steps,
+    ]
+    for tool, *args in steps:
+        run_tool(tool, *args, check=True)
+    return work
+
+
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:
     return [line for line in result.stderr.splitlines() if line.startswith("error:")]
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import SAMPLE, error_lines, run_tool
+from conftest import SAMPLE, encoded_sample, error_lines, run_tool
 from lsr_pyserini.core.errors import InputError
 from lsr_pyserini.core.outputs import release_outputs
 from lsr_pyserini.core.readers import read_queries
@@ -20,7 +20,6 @@ from lsr_pyserini.stores.vectors import read_impact_queries
 from test_seismic import brute_force, tied_collection, without_tag, write_shard
 
 QUERIES = SAMPLE / "queries.test.tsv"
-CORPUS = SAMPLE / "corpus.jsonl"
 
 engine.require_pisa()  # pinned (pyterrier-pisa): a broken install fails, not skips
 
@@ -29,19 +28,7 @@ engine.require_pisa()  # pinned (pyterrier-pisa): a broken install fails, not sk
 def sample(tmp_path_factory):
     """SPLADE-tiny vectors of the sample, its Lucene and PISA indexes and their full runs."""
     work = tmp_path_factory.mktemp("pisa")
-    steps = [
-        ("encode", "corpus", "--input", CORPUS, "--output", work / "vectors", "--quiet"),
-        ("encode", "queries", "--input", QUERIES, "--output", work / "queries.tsv", "--quiet"),
-        ("lucene", "index", "--collection", "JsonVectorCollection", "--input", work / "vectors", "--index",
-         work / "lucene", "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
-         "--threads", "1"),
-        ("lucene", "search", "--index", work / "lucene", "--topics", work / "queries.tsv", "--output",
-         work / "run.lucene.txt", "--impact", "--hits", "1000"),
-        ("pisa", "index", "--input", work / "vectors", "--index", work / "pisa", "--quiet"),
-    ]
-    for tool, *args in steps:
-        run_tool(tool, *args, check=True)
-    return work
+    return encoded_sample(work, ("pisa", "index", "--input", work / "vectors", "--index", work / "pisa", "--quiet"))
 
 
 def test_every_exact_algorithm_gives_the_lucene_run_line_for_line(sample):

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import SAMPLE, error_lines, run_tool
+from conftest import SAMPLE, encoded_sample, error_lines, run_tool
 from lsr_pyserini.core.errors import InputError
 from lsr_pyserini.core.readers import read_queries
 
@@ -19,28 +19,15 @@ import seismic  # noqa: E402,F401  pinned (pyseismic-lsr): a broken install fail
 from lsr_pyserini.stores import seismic as engine  # noqa: E402
 
 QUERIES = SAMPLE / "queries.test.tsv"
-CORPUS = SAMPLE / "corpus.jsonl"
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
     """SPLADE-tiny vectors of the sample, its Lucene and Seismic indexes and their full runs."""
     work = tmp_path_factory.mktemp("seismic")
-    steps = [
-        ("encode", "corpus", "--input", CORPUS, "--output", work / "vectors", "--quiet"),
-        ("encode", "queries", "--input", QUERIES, "--output", work / "queries.tsv", "--quiet"),
-        ("lucene", "index", "--collection", "JsonVectorCollection", "--input", work / "vectors", "--index",
-         work / "lucene", "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
-         "--threads", "1"),
-        ("lucene", "search", "--index", work / "lucene", "--topics", work / "queries.tsv", "--output",
-         work / "run.lucene.txt", "--impact", "--hits", "1000"),
-        ("seismic", "index", "--input", work / "vectors", "--index", work / "seismic"),
-        ("seismic", "search", "--index", work / "seismic", "--topics", work / "queries.tsv", "--output",
-         work / "run.seismic.txt", "--hits", "1000"),
-    ]
-    for tool, *args in steps:
-        run_tool(tool, *args, check=True)
-    return work
+    return encoded_sample(work, ("seismic", "index", "--input", work / "vectors", "--index", work / "seismic"),
+                          ("seismic", "search", "--index", work / "seismic", "--topics", work / "queries.tsv",
+                           "--output", work / "run.seismic.txt", "--hits", "1000"))
 
 
 def without_tag(path):
