@@ -119,7 +119,7 @@ def test_exported_dense_opens_in_sentence_transformer_with_the_same_vectors(tiny
             assert np.abs(mine(texts) - theirs(texts, batch_size=4)).max() <= TOLERANCE
 
 
-def test_top_k_becomes_max_active_dims_and_unequal_sides_are_refused(tiny_mlm, tmp_path):
+def test_top_k_becomes_max_active_dims_and_unequal_sides_are_refused(tiny_mlm, tmp_path, caplog):
     folder = tmp_path / "top"
     export(["splade", "--encoder", str(preset(tmp_path, tiny_mlm, doc_top_k=7, query_top_k=7)),
             "--output", str(folder)])
@@ -131,6 +131,14 @@ def test_top_k_becomes_max_active_dims_and_unequal_sides_are_refused(tiny_mlm, t
         export(["splade", "--encoder", str(preset(tmp_path, tiny_mlm, doc_top_k=7, query_top_k=3)),
                 "--output", str(tmp_path / "unequal")])
     assert not (tmp_path / "unequal").exists()
+    # a training run's save (train splade) warns instead: the run must not fail once trained
+    from lsr_pyserini.models.splade.config import SCHEMA
+    from lsr_pyserini.models.splade.model import SpladeModel
+
+    model = SpladeModel(str(tiny_mlm), {**SCHEMA.defaults(), "doc_top_k": 7, "query_top_k": 3})
+    model.save(tmp_path / "trained", strict=False)
+    assert "max_active_dims" not in json.loads((tmp_path / "trained" / "config_sentence_transformers.json").read_text())
+    assert "doc_top_k 7 and query_top_k 3 differ" in caplog.text
 
 
 def test_export_refuses_a_folder_it_did_not_write_and_encode_reads_an_export(tiny_mlm, tmp_path):

@@ -20,9 +20,12 @@ express (different top k per side) are refused in one line rather than saved wro
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from ..core.errors import InputError
+
+log = logging.getLogger(__name__)
 
 TRANSFORMER = "sentence_transformers.base.modules.transformer.Transformer"
 SPLADE_POOLING = "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling"
@@ -66,21 +69,29 @@ def _model_config(folder: Path, model_type: str, similarity: str, prompts: dict,
         "similarity_fn_name": similarity, **extra})
 
 
-def max_active_dims(config: dict) -> dict:
+def max_active_dims(config: dict, strict: bool = True) -> dict:
     """{"max_active_dims": k} for a SPLADE config keeping the top k of each side (none when it keeps
-    every term); InputError when the two sides keep different counts (sentence-transformers has one)."""
+    every term). When the two sides keep different counts (sentence-transformers has one): InputError,
+    or with `strict` False (a training run's save, which must not fail after training) a warning and
+    none, sentence-transformers then keeping every term."""
     doc_top_k, query_top_k = config.get("doc_top_k"), config.get("query_top_k")
     if doc_top_k != query_top_k:
-        raise InputError(f"doc_top_k {doc_top_k} and query_top_k {query_top_k} differ: a sentence-transformers "
-                         f"SparseEncoder keeps one max_active_dims for both sides; save with equal values")
+        problem = (f"doc_top_k {doc_top_k} and query_top_k {query_top_k} differ: a sentence-transformers "
+                   f"SparseEncoder keeps one max_active_dims for both sides")
+        if strict:
+            raise InputError(f"{problem}; save with equal values")
+        log.warning(f"{problem}: saved without one (sentence-transformers keeps every term; --encoder DIR here "
+                    f"keeps the top k)")
+        return {}
     return {"max_active_dims": int(doc_top_k)} if doc_top_k else {}
 
 
-def write_splade(folder, config: dict, terms: int) -> None:
+def write_splade(folder, config: dict, terms: int, strict: bool = True) -> None:
     """The SPLADE layout around a masked-LM checkpoint saved in `folder` (root): `config` is the
-    family's (pooling, lengths, top k); `terms`: the output embedding's rows."""
+    family's (pooling, lengths, top k); `terms`: the output embedding's rows; `strict`: as
+    `max_active_dims`."""
     folder = Path(folder)
-    extra = max_active_dims(config)
+    extra = max_active_dims(config, strict)
     _transformer_config(folder, "fill-mask", query_length=int(config["query_max_length"]),
                         document_length=int(config["doc_max_length"]))
     _write(folder / "1_SpladePooling" / "config.json", {
@@ -90,7 +101,7 @@ def write_splade(folder, config: dict, terms: int) -> None:
 
 
 def write_inference_free_splade(folder, config: dict, terms: int, save_transformer, tokenizer,
-                                query_weights: dict[str, float] | None) -> None:
+                                query_weights: dict[str, float] | None, strict: bool = True) -> None:
     """The Router layout: documents through the masked LM (`save_transformer(subfolder)` writes it
     and its tokenizer to document_0_Transformer), queries through the tokenizer alone, each distinct
     token weighted by `query_weights` (a {token: weight} table, tokens absent from it weigh 0; None:
@@ -99,7 +110,7 @@ def write_inference_free_splade(folder, config: dict, terms: int, save_transform
     from safetensors.torch import save_file
 
     folder = Path(folder)
-    extra = max_active_dims(config)
+    extra = max_active_dims(config, strict)
     document = folder / DOCUMENT_ROUTE
     document.mkdir(parents=True, exist_ok=True)
     save_transformer(document)

@@ -143,19 +143,21 @@ class SpladeModel(torch.nn.Module):
                 out[row, terms] = torch.log1p(torch.relu(logits)).sum(0)
         return out
 
-    def save(self, folder, query_weights: dict[str, float] | None = None) -> None:
+    def save(self, folder, query_weights: dict[str, float] | None = None, strict: bool = True) -> None:
         """The masked LM and its tokenizer in the sentence-transformers layout (models/st_layout.py):
         `SparseEncoder(folder)` gives this model's weights. Inference-free queries (`query_mode`
         tokenizer) take `query_weights`, the {term: weight} table, also written as the config names
-        it where that is a file name of the folder (the family marker records the name)."""
+        it where that is a file name of the folder (the family marker records the name). `strict`
+        False: a top k sentence-transformers cannot hold is a warning, not an error."""
         from ..st_layout import write_inference_free_splade, write_splade
 
         rows = int(self.head.weight.shape[0])
         if self.config["query_mode"] != "tokenizer":
             self._save_transformer(folder)
-            write_splade(folder, self.config, rows)
+            write_splade(folder, self.config, rows, strict)
             return
-        write_inference_free_splade(folder, self.config, rows, self._save_transformer, self.tokenizer, query_weights)
+        write_inference_free_splade(folder, self.config, rows, self._save_transformer, self.tokenizer, query_weights,
+                                    strict)
         source = self.config.get("query_weights")
         if query_weights is not None and source and not Path(source).is_absolute():
             target = Path(folder) / source

@@ -46,11 +46,12 @@ class SpladeFamily(torch.nn.Module):
 
     def save(self, folder) -> None:
         """A transformers checkpoint in the sentence-transformers layout (`SparseEncoder(folder)`
-        opens it; models/st_layout.py); inference-free queries keep the base's term table."""
+        opens it; models/st_layout.py); inference-free queries keep the base's term table. Unequal top
+        k per side (sentence-transformers holds one) warns instead of failing a finished run."""
         config = self.splade.config
         weights = read_query_weights(self.base_path, config["query_weights"]) \
             if config["query_mode"] == "tokenizer" else None
-        self.splade.save(folder, weights)
+        self.splade.save(folder, weights, strict=False)
 
 
 @trainer("splade", TRAINING, reads_teacher=True, model_settings=("doc_max_length", "query_max_length", "pooling"))
