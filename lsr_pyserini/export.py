@@ -18,6 +18,7 @@ import json
 import sys
 
 from .core.cli import QUIET_HELP, quiet_libraries, run_main
+from .core.environment import environment
 from .core.errors import InputError
 from .core.hf import write_config
 from .core.outputs import claim_output, json_file_kind
@@ -98,18 +99,21 @@ def main(argv: list[str] | None = None) -> None:
     claim = claim_output(args.output, EXPORTED, args.overwrite)  # before any model is loaded
     claim.drop_scratch(".partial")  # an interrupted export starts again
     partial = claim.scratch(".partial")
-    if args.kind == "splade":
-        settings = export_splade(args.encoder, args.model, partial)
-        source = args.encoder
-    else:
-        given = {s.name: getattr(args, s.name) for s in DENSE.settings if s.name not in DENSE_SKIPPED}
-        settings = export_dense({"model": args.model, **given}, partial)
-        source = args.model
-    from .core.environment import environment
-
-    (partial / EXPORT_RECORD).write_text(json.dumps(
-        {"exported": args.kind, "from": source, "settings": settings, "environment": environment()},
-        indent=2, default=str) + "\n")
+    try:
+        if args.kind == "splade":
+            settings = export_splade(args.encoder, args.model, partial)
+            source = args.encoder
+        else:
+            given = {s.name: getattr(args, s.name) for s in DENSE.settings if s.name not in DENSE_SKIPPED}
+            settings = export_dense({"model": args.model, **given}, partial)
+            source = args.model
+        (partial / EXPORT_RECORD).write_text(json.dumps(
+            {"exported": args.kind, "from": source, "settings": settings, "environment": environment()},
+            indent=2, default=str) + "\n")
+    except BaseException:  # a refused or interrupted export leaves nothing behind
+        claim.drop_scratch(".partial")
+        claim.release()
+        raise
     claim.replace_with(partial)
     claim.release()
     print(f"exported {args.kind} {source} -> {claim.path} (sentence-transformers layout)", file=sys.stderr)
