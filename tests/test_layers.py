@@ -11,9 +11,9 @@ from conftest import REPO
 PACKAGE = REPO / "lsr_pyserini"
 # rank of each layer; a module may import only modules of its own rank or lower
 CORE, KERNELS, STORES, MODELS, USES_MODELS, ENGINES, API, SERVICE, COMMANDS = range(9)
-COMMAND_MODULES = {"encode", "prepare", "expand", "rerank", "fuse", "search_dense", "bm25aug", "evaluate",
-                   "regress", "demo", "lucene", "seismic", "milvus", "search", "jvm", "train.__main__", "ssr",
-                   "serve.__main__"}
+COMMAND_MODULES = {"encode", "export", "prepare", "expand", "rerank", "fuse", "search_dense", "bm25aug",
+                   "evaluate", "regress", "demo", "lucene", "seismic", "milvus", "search", "jvm", "train.__main__", "ssr",
+                   "serve.__main__", "bench", "pisa"}
 
 
 def layer(module: str) -> int:

@@ -178,7 +178,7 @@ def test_train_help_shows_teacher_options_only_to_the_families_that_read_them():
 
 
 COMMANDS = ["encode", "prepare", "expand", "rerank", "fuse", "search_dense", "bm25aug", "evaluate", "regress",
-            "train.__main__", "ssr", "seismic"]
+            "train.__main__", "ssr", "seismic", "export"]
 
 
 def parsers(parser: argparse.ArgumentParser):

@@ -183,6 +183,38 @@ def test_splade_fine_tuning_saves_a_checkpoint_the_encoder_loads(tiny_mlm, tiny_
                      "--input", QUERIES, "--output", tmp_path / "q2.tsv")
     assert wrong.returncode == 2
     assert "trained as a 'splade' model, not 'tildev2'" in error_lines(wrong)[0]
+    # sentence-transformers opens the checkpoint as it is (tests/test_st_layout.py)
+    from lsr_pyserini.api import load_encoder
+    from test_st_layout import DOCUMENTS, QUERIES as QUERY_TEXTS, assert_same_vectors
+
+    assert_same_vectors(load_encoder(str(out)), out, QUERY_TEXTS, DOCUMENTS, 100)
+
+
+def test_splade_training_keeps_inference_free_queries_and_their_table(tiny_mlm, negatives, tmp_path):
+    """An inference-free base: the checkpoint keeps its term table (in the folder, for `--encoder
+    DIR`; as SparseStaticEmbedding's weights, for sentence-transformers' Router)."""
+    from lsr_pyserini.api import load_encoder
+    from lsr_pyserini.train.__main__ import main as train_main
+    from test_st_layout import DOCUMENTS, QUERIES as QUERY_TEXTS, assert_same_vectors
+
+    import shutil
+
+    base = tmp_path / "base"
+    shutil.copytree(tiny_mlm, base)
+    (base / "terms.json").write_text(json.dumps({"vitamin": 2.5, "bone": 1.25, "sleep": 0.5}))
+    preset = tmp_path / "if.yaml"
+    preset.write_text(f"family: splade\nmodel: {base}\nquery_mode: tokenizer\nquery_weights: terms.json\n"
+                      f"doc_max_length: 24\n")
+    out = tmp_path / "ft"
+    train_main(["splade", "--queries", str(QUERIES), "--qrels", str(QRELS), "--corpus", str(CORPUS),
+                "--negatives", str(negatives), "--output", str(out), "--base", str(preset), "--batch-size", "2",
+                "--max-steps", "1", "--quiet"])
+    assert (out / "router_config.json").is_file()
+    shutil.rmtree(base)  # the checkpoint holds all it needs
+    encoder = load_encoder(str(out))
+    assert encoder.query_mode == "tokenizer" and encoder.query_weight_table == {"vitamin": 2.5, "bone": 1.25,
+                                                                               "sleep": 0.5}
+    assert_same_vectors(encoder, out, QUERY_TEXTS, DOCUMENTS, 100)
 
 
 def test_same_seed_same_model_and_resume_is_exact(tiny_mlm, negatives, tmp_path, monkeypatch):

@@ -20,11 +20,32 @@ def model_error(reference: str, err: Exception) -> InputError:
     return InputError(f"cannot load model {reference!r}: {detail}{hint}")
 
 
+def transformer_folder(path: str) -> str:
+    """Where a checkpoint's transformer lives: `path` itself, or, for a sentence-transformers folder
+    whose first module routes queries and documents apart (an inference-free SPLADE saved here or by
+    sentence-transformers: a Router), the document route's Transformer subfolder. Hub ids unchanged."""
+    folder = Path(path)
+    modules_file, router_file = folder / "modules.json", folder / "router_config.json"
+    if not (modules_file.is_file() and router_file.is_file()):
+        return path
+    try:
+        modules = json.loads(modules_file.read_text())
+        if not (modules and str(modules[0].get("type", "")).endswith(".Router")):
+            return path
+        router = json.loads(router_file.read_text())
+        first = router["structure"]["document"][0]
+        if not str(router["types"][first]).endswith("Transformer"):
+            raise InputError(f"{router_file}: the document route starts with {router['types'][first]}, not a Transformer")
+    except (OSError, json.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError) as err:
+        raise InputError(f"{folder}: unreadable sentence-transformers router ({type(err).__name__}: {err})") from None
+    return str(folder / first)
+
+
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(path)
+        return AutoTokenizer.from_pretrained(transformer_folder(path))
     except Exception as err:  # transformers raises many types for a bad folder or hub id
         raise model_error(path, err) from None
 
@@ -82,6 +103,7 @@ def load_masked_lm(path: str, family: str = "splade"):
     from transformers import AutoConfig, AutoModelForMaskedLM
 
     check_family(path, family)
+    path = transformer_folder(path)
     try:
         config = AutoConfig.from_pretrained(path)
     except Exception as err:
@@ -105,7 +127,8 @@ def load_masked_lm(path: str, family: str = "splade"):
 
 
 def sentence_transformers_defaults(path: str) -> dict:
-    """Pooling, normalisation and max length from a sentence-transformers folder ({} otherwise)."""
+    """Pooling, normalisation, max length and the query and document prompts (as `query_prefix`,
+    `doc_prefix`) from a sentence-transformers folder ({} otherwise)."""
     folder = Path(path)
     modules_file = folder / "modules.json"
     if not modules_file.is_file():
@@ -117,9 +140,10 @@ def sentence_transformers_defaults(path: str) -> dict:
             kind = module.get("type", "")
             if kind.endswith("Pooling"):
                 config = json.loads((folder / module.get("path", "") / "config.json").read_text())
-                if config.get("pooling_mode_cls_token"):
+                mode = config.get("pooling_mode")  # sentence-transformers >= 5; older: one flag per mode
+                if mode == "cls" or config.get("pooling_mode_cls_token"):
                     defaults["pooling"] = "cls"
-                elif config.get("pooling_mode_mean_tokens"):
+                elif mode == "mean" or config.get("pooling_mode_mean_tokens"):
                     defaults["pooling"] = "mean"
             elif kind.endswith("Normalize"):
                 defaults["normalize"] = True
@@ -128,6 +152,10 @@ def sentence_transformers_defaults(path: str) -> dict:
         bert_config = folder / "sentence_bert_config.json"
         if bert_config.is_file():
             defaults["max_length"] = json.loads(bert_config.read_text()).get("max_seq_length")
+        model_config = folder / "config_sentence_transformers.json"
+        if model_config.is_file():
+            prompts = json.loads(model_config.read_text()).get("prompts") or {}
+            defaults["query_prefix"], defaults["doc_prefix"] = prompts.get("query"), prompts.get("document")
     except (OSError, json.JSONDecodeError, AttributeError) as err:
         raise InputError(f"{folder}: unreadable sentence-transformers configuration ({err})") from None
     return {k: v for k, v in defaults.items() if v is not None}

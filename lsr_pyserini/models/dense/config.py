@@ -15,6 +15,8 @@ SCHEMA = family(Schema("transformer", (
                                "folder has a Normalize module", choices=(True, False), nullable=True),
     Setting("max_length", None, "tokens kept per text; none = the model's max_seq_length, else min(positions, 512)",
             positive_int, nullable=True),
-    Setting("query_prefix", "", "text put before each query, e.g. 'query: '"),
-    Setting("doc_prefix", "", "text put before each document, e.g. 'passage: '"),
+    Setting("query_prefix", None, "text put before each query, e.g. 'query: '; none = the sentence-transformers "
+                                  "folder's query prompt, else none", nullable=True),
+    Setting("doc_prefix", None, "text put before each document, e.g. 'passage: '; none = the sentence-transformers "
+                                "folder's document prompt, else none", nullable=True),
     QUANTIZE, BATCH_SIZE)))

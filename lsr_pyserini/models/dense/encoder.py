@@ -56,7 +56,9 @@ class TransformerDenseEncoder:
             quantize_linears(self.model.float())
         limit = getattr(self.model.config, "max_position_embeddings", 512)
         self.max_length = int(max_length or defaults.get("max_length") or min(limit, 512))
-        self.prefixes = {"queries": query_prefix or "", "documents": doc_prefix or ""}
+        # None: the folder's prompts (a store's manifest records the prefixes used, "" included)
+        self.prefixes = {"queries": defaults.get("query_prefix") or "" if query_prefix is None else query_prefix,
+                         "documents": defaults.get("doc_prefix") or "" if doc_prefix is None else doc_prefix}
         self.dim = int(self.model.config.hidden_size)
         # one query per forward pass on the CPU in float32 (or int8): a checked trace (kernels/fastpath.py)
         from ...kernels.fastpath import TracedForward

@@ -21,6 +21,30 @@ from .config import SCHEMA
 from .model import SpladeModel
 
 
+def read_query_weights(model_path: str, source: str | None) -> dict[str, float] | None:
+    """The {term: weight} table of inference-free queries: `source` a file of the model folder (or
+    of its hub repository) or a path; None when no table is named (every token weighs 1)."""
+    if not source:
+        return None
+    path = Path(source)
+    if not path.is_absolute() and (Path(model_path) / source).is_file():
+        path = Path(model_path) / source
+    elif not path.is_file() and not Path(model_path).exists():
+        try:
+            from huggingface_hub import hf_hub_download
+
+            path = Path(hf_hub_download(model_path, source))
+        except Exception as err:
+            raise model_error(f"{model_path}/{source}", err) from None
+    try:
+        table = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: cannot read query weights ({err})") from None
+    if not isinstance(table, dict):
+        raise InputError(f"{path}: query weights must be a JSON object {{term: weight}}")
+    return {str(k): float(v) for k, v in table.items()}
+
+
 @register("splade")
 class SpladeEncoder(SparseEncoder):
     def __init__(self, model: str, **settings):
@@ -41,7 +65,7 @@ class SpladeEncoder(SparseEncoder):
         self.max_length = self.model.max_length
         self.vocab = self.tokenizer.convert_ids_to_tokens(list(range(self.model.terms)))
         self.query_weights_source = config["query_weights"]
-        self.query_weight_table = self._load_query_weights(config["query_weights"]) \
+        self.query_weight_table = read_query_weights(self.path, config["query_weights"]) \
             if self.query_mode == "tokenizer" else None
 
     @torch.inference_mode()
@@ -67,27 +91,6 @@ class SpladeEncoder(SparseEncoder):
         return self._to_vectors(self.term_weights(texts, "documents"), "documents")
 
     # -- query side --------------------------------------------------------------------------
-    def _load_query_weights(self, source: str | None) -> dict[str, float] | None:
-        if not source:
-            return None
-        path = Path(source)
-        if not path.is_absolute() and (Path(self.path) / source).is_file():
-            path = Path(self.path) / source
-        elif not path.is_file() and not Path(self.path).exists():
-            try:
-                from huggingface_hub import hf_hub_download
-
-                path = Path(hf_hub_download(self.path, source))
-            except Exception as err:
-                raise model_error(f"{self.path}/{source}", err) from None
-        try:
-            table = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise InputError(f"{path}: cannot read query weights ({err})") from None
-        if not isinstance(table, dict):
-            raise InputError(f"{path}: query weights must be a JSON object {{term: weight}}")
-        return {str(k): float(v) for k, v in table.items()}
-
     def _tokenizer_vectors(self, texts: list[str]) -> list[SparseVector]:
         vectors = []
         for text in texts:

@@ -16,6 +16,9 @@ and log1p are monotone, so they are applied once per term after the reduction.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 
 from ...core.devices import current, moved
@@ -35,6 +38,7 @@ class SpladeModel(torch.nn.Module):
         self.tokenizer = load_tokenizer(path)
         self.mlm = load_masked_lm(path, family=family)
         self.placement = current()  # the device and dtype it runs on (core/devices.py)
+        self.config = config  # the family's settings (models/splade/config.py), saved beside the weights
         self.pooling = config["pooling"]
         self.max_length = {side: int(config[key]) for side, key in SIDES.items()}
         self.head = self.mlm.get_output_embeddings()
@@ -139,6 +143,27 @@ class SpladeModel(torch.nn.Module):
                 out[row, terms] = torch.log1p(torch.relu(logits)).sum(0)
         return out
 
-    def save(self, folder) -> None:
+    def save(self, folder, query_weights: dict[str, float] | None = None, strict: bool = True) -> None:
+        """The masked LM and its tokenizer in the sentence-transformers layout (models/st_layout.py):
+        `SparseEncoder(folder)` gives this model's weights. Inference-free queries (`query_mode`
+        tokenizer) take `query_weights`, the {term: weight} table, also written as the config names
+        it where that is a file name of the folder (the family marker records the name). `strict`
+        False: a top k sentence-transformers cannot hold is a warning, not an error."""
+        from ..st_layout import write_inference_free_splade, write_splade
+
+        rows = int(self.head.weight.shape[0])
+        if self.config["query_mode"] != "tokenizer":
+            self._save_transformer(folder)
+            write_splade(folder, self.config, rows, strict)
+            return
+        write_inference_free_splade(folder, self.config, rows, self._save_transformer, self.tokenizer, query_weights,
+                                    strict)
+        source = self.config.get("query_weights")
+        if query_weights is not None and source and not Path(source).is_absolute():
+            target = Path(folder) / source
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(query_weights, indent=0) + "\n")
+
+    def _save_transformer(self, folder) -> None:
         self.mlm.save_pretrained(folder)
         self.tokenizer.save_pretrained(folder)

@@ -11,6 +11,7 @@ from ..losses import contrastive_loss, flops, quadratic_warmup, with_margin_mse
 from ..registry import trainer
 from ..settings import FLOPS, MARGIN_MSE_WEIGHT
 from .config import SCHEMA
+from .encoder import read_query_weights
 from .model import SpladeModel
 
 TRAINING = Schema("splade training", FLOPS + (MARGIN_MSE_WEIGHT,))
@@ -24,7 +25,8 @@ class SpladeFamily(torch.nn.Module):
         config = getattr(args, "model_config", None) or SCHEMA.complete(
             {name: getattr(args, name) for name in SCHEMA.names if name != "model" and hasattr(args, name)},
             "training arguments")
-        self.splade = SpladeModel(resolve_model(base), config)
+        self.base_path = resolve_model(base)
+        self.splade = SpladeModel(self.base_path, config)
         self.tokenizer, self.terms = self.splade.tokenizer, self.splade.terms
         self.model = self.splade.mlm  # its parameters are this module's (checkpoints name them model.*)
         self.args = args
@@ -43,7 +45,13 @@ class SpladeFamily(torch.nn.Module):
         return loss, logs
 
     def save(self, folder) -> None:
-        self.splade.save(folder)
+        """A transformers checkpoint in the sentence-transformers layout (`SparseEncoder(folder)`
+        opens it; models/st_layout.py); inference-free queries keep the base's term table. Unequal top
+        k per side (sentence-transformers holds one) warns instead of failing a finished run."""
+        config = self.splade.config
+        weights = read_query_weights(self.base_path, config["query_weights"]) \
+            if config["query_mode"] == "tokenizer" else None
+        self.splade.save(folder, weights, strict=False)
 
 
 @trainer("splade", TRAINING, reads_teacher=True, model_settings=("doc_max_length", "query_max_length", "pooling"))
