@@ -23,7 +23,7 @@ def layer(module: str) -> int:
     top = module.split(".")[0]
     return {"core": CORE, "kernels": KERNELS, "stores": STORES, "models": MODELS, "encoders": USES_MODELS,
             "rerankers": USES_MODELS, "train": USES_MODELS, "engines": ENGINES, "api": API, "regression": API,
-            "": API, "moved": API, "sample": CORE, "serve": SERVICE}[top]
+            "": API, "moved": API, "pyterrier": API, "sample": CORE, "serve": SERVICE}[top]
 
 
 def module_name(path: Path) -> str:
