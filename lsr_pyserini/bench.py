@@ -17,7 +17,7 @@ under --work (a prefix's shards are hard links of the whole shards and one cut s
 index, and the measurements are kept there too: a run interrupted goes on where it stopped, and
 --remeasure measures again on indexes already built. Every build is the toolkit's own command, timed
 whole (wall seconds, start-up included). Every search runs in its own process, one query at a time on
-one thread, after 20 untimed queries; its resident memory is that process's (and its children's:
+one thread, after 100 untimed queries; its resident memory is that process's (and its children's:
 milvus-lite's server) after the searches. Recall is against the exact run of the first exact engine
 listed (Lucene's where it is). As every benchmark here, it prints figures and asserts nothing.
 """
@@ -40,7 +40,7 @@ from .core.options import positive_int
 BUILT = "bench-built.json"  # beside each index a bench built: its build command's wall seconds
 ENGINE_NAMES = ("lucene", "pisa", "seismic", "milvus", "bm25", "bmp")
 APPROXIMATE_OPTIONS = {"seismic": {"query_cut", "heap_factor"}, "bmp": {"alpha", "beta"}}
-WARM_UP = 20
+WARM_UP = 100  # untimed queries first at each depth: the JVM compiles Lucene's search after some (20 were too few)
 
 
 @dataclass(frozen=True)
