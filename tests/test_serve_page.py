@@ -170,3 +170,26 @@ def test_highlighting_escapes_text_and_follows_wordpiece(browser, service):
     assert marked == ('&lt;[img:img] src=x onerror="window.pwned=1"&gt; [coral:Coral][##s:s] &amp; [help:help]ed, '
                       'gastr[##itis:itis] in [d:D]-lab; dice.')
     assert seen == ["##itis", "##s", "coral", "d", "help", "img"] and pwned is None
+
+
+
+# ReDoc's bundle names its own "powered by" logo on its CDN; offline only that image is missing
+REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
+@pytest.mark.parametrize("page, allowed", [("/docs", set()), ("/redoc", {REDOC_LOGO})])
+def test_api_docs_work_offline(browser, service, page, allowed):
+    """/docs (Swagger UI) and /redoc draw the API from the service's own copies of their scripts and styles:
+    nothing else is fetched from another host (CI and many users' machines reach no CDN), and the routes
+    are listed."""
+    browser.get(service.url + page)
+    route = "/v1/indexes/{index}/search"
+    wait(browser, lambda d: route in d.find_element("css selector", "body").text.replace("\u200b", ""),
+         f"{page} never listed {route}")
+    fetched = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    links = [element.get_attribute(attribute) for element, attribute in
+             [(e, "src") for e in by_css(browser, "script[src], img[src]")] +
+             [(e, "href") for e in by_css(browser, "link[href]")]]
+    elsewhere = {url for url in fetched + links if not url.startswith(service.url)} - allowed
+    assert not elsewhere, elsewhere
+    assert any(url.endswith("/openapi.json") for url in fetched), fetched

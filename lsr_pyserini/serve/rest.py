@@ -7,7 +7,7 @@ both do) over the backend, plus explanations, a batch route, health, readiness a
     GET  /v1/indexes/{name}/status     {"downloaded", "size_bytes", ...}
     GET  /v1/indexes[/]                [names]  (?index_type=impact|tf|dense filters, as Pyserini's)
     POST /v1/indexes/{name}/reload     admin: a new version from the configured path, switched atomically
-    GET  /healthz  /readyz  /docs  /openapi.json  /   (the search page)
+    GET  /healthz  /readyz  /docs  /redoc  /openapi.json  /   (the search page)
 
 Every refusal is JSON `{"detail": message, "field": name-or-null}`: 400 (a body that is not text),
 401 (a missing or wrong key; admin routes of a service without keys), 404 (unknown index or
@@ -24,6 +24,7 @@ from typing import Annotated, Literal, Optional, Union
 from fastapi import Body, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, BeforeValidator, Field, StrictBool, create_model
 from pydantic_core import PydanticCustomError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -207,8 +208,10 @@ ERRORS = {status: {"model": ErrorBody} for status in (400, 401, 404, 413, 422, 5
 def create_app(backend: Backend, lifespan=None) -> FastAPI:
     config = backend.config
     SearchParams, BatchParams = request_models(config)
-    app = FastAPI(title="lsr-pyserini search service", version=VERSION, lifespan=lifespan,
-                  description="Pyserini-compatible REST search over the indexes this service was configured with.")
+    # FastAPIOffline: FastAPI whose /docs and /redoc load Swagger UI and ReDoc from the copies fastapi-offline
+    # ships (under /static-offline-docs), not from a CDN, so they work where no other host can be reached
+    app = FastAPIOffline(title="lsr-pyserini search service", version=VERSION, lifespan=lifespan,
+                         description="Pyserini-compatible REST search over the indexes this service was configured with.")
 
     def authorised(request: Request) -> None:
         check_key(config, request.headers.get("authorization", ""))
