@@ -56,9 +56,12 @@ def main(argv: list[str] | None = None) -> None:
         measured, misses = regress(str(REGRESSION), SAMPLE_DIR.parent, work, threads=1, note=note, show=print)
         print()
         print(top_hits(work, args.query))
-    finally:
-        if not args.work:
-            shutil.rmtree(work, ignore_errors=True)
+    except BaseException:
+        if not args.work:  # its logs are what a failure's message points to: kept
+            note(f"the demo's folder is kept for its logs: {work}")
+        raise
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
     sys.exit(report(measured, misses, note=note, show=print))
 
 
