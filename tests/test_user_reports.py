@@ -198,3 +198,19 @@ def test_an_exception_or_no_output_of_pyserini_is_a_failure_in_one_line(indexes,
                                   str(tmp_path / "index")])
     release_outputs()
     assert sorted(p.name for p in tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+
+
+def test_the_raw_query_files_of_the_shared_data_read_as_text(indexes, shared_data):
+    """Finding 1's threshold: every raw query file a user may hand to an impact search reads as text
+    (CACM's long queries repeat most, 1.13 terms per distinct term), an encoded file as impacts."""
+    from lsr_pyserini.core.errors import InputError
+    from lsr_pyserini.core.topics import IMPACTS, check_topics
+
+    for path in sorted(shared_data.glob("*/queries.*.tsv")):
+        with pytest.raises(InputError, match="reads as query text"):
+            check_topics(path, None, IMPACTS, index="INDEX")
+    (indexes / "q.tsv.lsr.json").rename(indexes / "q.tsv.lsr.json.aside")
+    try:
+        check_topics(indexes / "q.tsv", None, IMPACTS, index="INDEX")  # unrecorded, but reads as impacts
+    finally:
+        (indexes / "q.tsv.lsr.json.aside").rename(indexes / "q.tsv.lsr.json")
