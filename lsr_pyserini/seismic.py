@@ -28,6 +28,7 @@ from .core.topics import IMPACTS, check_topics
 from .core.writer import run_lines
 from .stores.seismic import (
     LARGE_VOCABULARY_CHOICES,
+    MANIFEST,
     SeismicBuild,
     SeismicSearcher,
     build_seismic_index,
@@ -88,7 +89,6 @@ def seismic_documents_encoder(index: str) -> dict | None:
     import json
 
     from .engines.base import shards_encoder
-    from .stores.seismic import MANIFEST
 
     try:
         return shards_encoder(json.loads((Path(index) / MANIFEST).read_text(encoding="utf-8")).get("input"))
@@ -112,8 +112,9 @@ def main(argv: list[str] | None = None) -> None:
               f"({'exact' if manifest['exact'] else 'approximate'}"
               f"{', large vocabulary' if manifest['large_vocabulary'] else ''})", file=sys.stderr)
         return
-    check_topics(args.topics, seismic_documents_encoder(args.index), IMPACTS, args.unrecorded_topics,
-                 index=args.index)
+    if (Path(args.index) / MANIFEST).is_file():  # else SeismicSearcher says what the folder is not
+        check_topics(args.topics, seismic_documents_encoder(args.index), IMPACTS, args.unrecorded_topics,
+                     index=args.index)
     output = claim_output(args.output, TREC_RUN, args.overwrite)
     searcher = SeismicSearcher(args.index)
     queries = read_impact_queries(args.topics)

@@ -155,6 +155,8 @@ def check_topics(path: str | Path, document_side: dict | None, query_kind: str, 
         return
     with open(path, encoding="utf-8", errors="replace") as handle:
         lines = [line for line in handle if line.strip()]
+    if not any(line.partition("\t")[2].strip() for line in lines) or any("\t" not in line for line in lines):
+        return  # no query, or a line that is not qid<TAB>...: the search's reader names it
     if repetition(lines) >= ENCODED_REPETITION:
         log.warning(f"{path}: no record of `encode queries` beside it ({topics_record_path(path).name}); "
                     f"its encoder cannot be checked against {index}'s")
