@@ -214,3 +214,25 @@ def test_the_raw_query_files_of_the_shared_data_read_as_text(indexes, shared_dat
         check_topics(indexes / "q.tsv", None, IMPACTS, index="INDEX")  # unrecorded, but reads as impacts
     finally:
         (indexes / "q.tsv.lsr.json.aside").rename(indexes / "q.tsv.lsr.json")
+
+
+def test_the_library_prints_nothing(indexes, tiny_preset):
+    """Finding 6: `Searcher(...)` showed transformers' "Loading weights" bar, where docs/api.md says the
+    library prints nothing; a command still shows it (quiet_libraries)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    program = (f"import lsr_pyserini\nsearcher = lsr_pyserini.Searcher({str(indexes / 'impact')!r}, "
+               f"encoder={str(tiny_preset)!r})\nhits = searcher.search('vitamin d and bones', k=3)\n"
+               "assert len(hits) == 3\nsearcher.close()\n")
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert (result.stdout, result.stderr) == ("", ""), result.stderr
+    from lsr_pyserini.core.cli import LoadingBars, quiet_libraries
+
+    quiet_libraries(False)
+    assert LoadingBars.shown
+    quiet_libraries(True)
+    assert not LoadingBars.shown

@@ -96,11 +96,20 @@ def progress_bar(total: int, quiet: bool, unit: str, desc: str | None = None):
                 unit_scale=unit == "B", unit_divisor=1024 if unit == "B" else 1000)
 
 
+class LoadingBars:
+    """Whether transformers' "Loading weights" bars show while a model loads (core/hf.py's
+    `quiet_loading`): off in the library (a program that imports it gets no output from it), on in
+    a command (`run_main`) unless --quiet."""
+
+    shown = False
+
+
 def quiet_libraries(quiet: bool) -> None:
     """With `--quiet`, no warnings (`quiet_messages`) and no progress bars from Hugging Face
     libraries either (transformers' "Loading weights"), in this process and in the worker processes
     it starts (they inherit the variable)."""
     quiet_messages(quiet)
+    LoadingBars.shown = not quiet
     if not quiet:
         return
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when transformers is imported
@@ -124,6 +133,7 @@ def run_main(main: Callable[[], None]) -> None:
     an interruption one line saying how to resume and exit status 130."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     quiet_messages(False)  # until the command's --quiet says otherwise
+    LoadingBars.shown = True  # a command shows transformers' loading bars (the library does not)
     try:
         main()
     except InputError as err:
