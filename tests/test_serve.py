@@ -156,7 +156,8 @@ class _PausedSearcher:
     def run(self, key, texts):
         self.entered.set()
         self.release.wait(30)
-        return [[{"docid": "d", "score": 1.0, "document_txt": text}] for text in texts]
+        return [{"candidates": [{"docid": "d", "score": 1.0, "document_txt": text}], "query_terms": None}
+                for text in texts]
 
 
 def _paused_backend(queue_size: int):

@@ -74,10 +74,17 @@ class Candidate(BaseModel):
     first_stage_score: Optional[float] = None
 
 
+class QueryTerm(BaseModel):
+    term: str
+    weight: float
+
+
 class Hits(BaseModel):
     query: QueryInfo
     candidates: list[Candidate]
     took_ms: float
+    query_terms: Optional[list[QueryTerm]] = Field(
+        None, description="with explain, the query's own terms and weights as searched (impact and boosted queries)")
 
 
 class BatchHits(BaseModel):
