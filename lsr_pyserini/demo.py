@@ -38,8 +38,11 @@ def top_hits(work: Path, query_id: str) -> str:
         lines.append(f"  {name}")
         for rank, (docid, score) in enumerate(ranking.get(query_id, [])[:SHOWN_HITS], start=1):
             lines.append(f"    {rank}. {docid:<8} {score:>12.4f}  {texts[docid][:SHOWN_CHARACTERS]}")
-        if not ranking.get(query_id):
+        retrieved = len(ranking.get(query_id, []))
+        if not retrieved:
             lines.append("    (nothing retrieved)")
+        elif retrieved < SHOWN_HITS:  # "top 3 hits" over fewer: say why
+            lines.append(f"    (only {retrieved} retrieved: no other passage shares a term with the query)")
     return "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""What a new user met off the documented path (issue 45): the cause of a failure named, the library
+"""What a new user met off the documented path: the cause of a failure named, the library
 quiet, the service's answers to plausible mistakes. One test per finding, each failing before."""
 from __future__ import annotations
 

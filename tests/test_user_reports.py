@@ -50,7 +50,7 @@ def test_an_impact_index_searched_without_impact_is_refused(indexes, tmp_path):
 @pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
 def test_an_unrecorded_index_with_impact_like_frequencies_gets_a_warning(indexes, tmp_path):
     run = tmp_path / "run.txt"
-    # query text: the encoded file searched without --impact is refused since (q.tsv.lsr.json, issue 45)
+    # query text: the encoded file searched without --impact is refused (q.tsv.lsr.json says what it is)
     result = search(indexes / "unrecorded", QUERIES, run)
     assert result.returncode == 0, result.stderr
     [warning] = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
@@ -97,7 +97,7 @@ def test_a_search_names_the_paths_given_and_prints_no_lucene_notes(indexes, tmp_
     assert "MemorySegmentIndexInput" not in result.stderr and "INFO:" not in result.stderr, result.stderr
 
 
-# -- issue 45: a topics file checked against the index; Pyserini's printed errors as failures ------
+# -- a topics file checked against the index; Pyserini's printed errors as failures ------
 
 def test_raw_text_topics_on_an_impact_index_are_refused_naming_both_sides(indexes, tmp_path):
     """Finding 1: the raw-text queries searched with --impact scored 0.2451 instead of 0.6436, exit 0.
