@@ -56,3 +56,27 @@ def test_the_demo_keeps_the_log_its_failure_points_to(tmp_path):
         import shutil
 
         shutil.rmtree(Path(log).parent.parent, ignore_errors=True)
+
+
+def test_every_commands_failure_is_one_line_and_leaves_no_folder(tmp_path):
+    """Finding 2 and 3 beyond `lucene`: a command that claimed its output (and created its folder)
+    before refusing its input left that empty folder behind. Each mistake is one `error:` line, exit
+    status 2, and nothing new on disk; a run that succeeds keeps its folder."""
+    from conftest import error_lines, run_tool
+
+    queries = SAMPLE / "queries.test.tsv"
+    mistakes = [
+        ("search", "--index", "indexes/nope", "--topics", queries, "--output", "runs/run.txt", "--encoder", "splade-tiny"),
+        ("encode", "queries", "--input", "queries.tsv", "--output", "runs/q.tsv"),
+        ("encode", "corpus", "--input", "corpus.jsonl", "--output", "indexes/vectors"),
+        ("prepare", "corpus", "--input", "corpus.jsonl", "--output", "indexes/docs"),
+        ("fuse", "--run", "a.txt", "--run", "b.txt", "--output", "runs/fused.txt"),
+        ("evaluate", "--qrels", "qrels.trec", "--run", "a=runs/run.txt"),
+    ]
+    for args in mistakes:
+        result = run_tool(*args, cwd=tmp_path)
+        assert result.returncode == 2 and len(error_lines(result)) == 1, (args, result.stderr)
+        assert "Traceback" not in result.stderr and not list(tmp_path.iterdir()), (args, list(tmp_path.iterdir()))
+    done = run_tool("prepare", "corpus", "--input", SAMPLE / "corpus.jsonl", "--output", "indexes/docs", "--quiet",
+                    cwd=tmp_path)
+    assert done.returncode == 0 and (tmp_path / "indexes" / "docs").is_dir(), done.stderr
