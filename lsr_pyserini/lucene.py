@@ -414,15 +414,19 @@ def run_tool(tool: str, args: list[str], overwrite: bool = False, unrecorded_top
     if tool == "search" and sharded_index(args):
         check_search_topics(args, unrecorded_topics)
         return search_shards(args, overwrite)
+    args, claim, temporary = claim_tool_output(tool, args, overwrite)  # a foreign output: refused first
     try:
-        start_jvm()
-    except JavaNotFound as err:
-        fail(str(err))
-    check_tool_inputs(tool, original)
-    if tool == "search":
-        check_index_scoring(original)
-        check_search_topics(original, unrecorded_topics)
-    args, claim, temporary = claim_tool_output(tool, args, overwrite)
+        try:
+            start_jvm()
+        except JavaNotFound as err:
+            fail(str(err))
+        check_tool_inputs(tool, original)
+        if tool == "search":
+            check_index_scoring(original)
+            check_search_topics(original, unrecorded_topics)
+    except BaseException:  # the scratch index goes; the folders the claim created go at exit (core/outputs.py)
+        drop_tool_output(tool, claim, temporary)
+        raise
     module = TOOLS[tool]
     code, failure = 0, None
     with tempfile.TemporaryDirectory(prefix="lsr-topics-") as scratch:
