@@ -38,8 +38,11 @@ def top_hits(work: Path, query_id: str) -> str:
         lines.append(f"  {name}")
         for rank, (docid, score) in enumerate(ranking.get(query_id, [])[:SHOWN_HITS], start=1):
             lines.append(f"    {rank}. {docid:<8} {score:>12.4f}  {texts[docid][:SHOWN_CHARACTERS]}")
-        if not ranking.get(query_id):
+        retrieved = len(ranking.get(query_id, []))
+        if not retrieved:
             lines.append("    (nothing retrieved)")
+        elif retrieved < SHOWN_HITS:  # "top 3 hits" over fewer: say why
+            lines.append(f"    (only {retrieved} retrieved: no other passage shares a term with the query)")
     return "\n".join(lines)
 
 
@@ -56,9 +59,12 @@ def main(argv: list[str] | None = None) -> None:
         measured, misses = regress(str(REGRESSION), SAMPLE_DIR.parent, work, threads=1, note=note, show=print)
         print()
         print(top_hits(work, args.query))
-    finally:
-        if not args.work:
-            shutil.rmtree(work, ignore_errors=True)
+    except BaseException:
+        if not args.work:  # its logs are what a failure's message points to: kept
+            note(f"the demo's folder is kept for its logs: {work}")
+        raise
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
     sys.exit(report(measured, misses, note=note, show=print))
 
 

@@ -33,6 +33,7 @@ from .core.parallel import process_shards, ray_shards
 from .core.presets import available_presets
 from .core.readers import checked_corpus, input_identity, read_corpus, read_queries
 from .core.settings import UNSET, Setting
+from .core.topics import record_encoded_topics
 from .core.writer import (
     DEFAULT_SHARD_SIZE,
     SHARD_FOLDER,
@@ -307,6 +308,9 @@ def encode_queries(args, settings: dict) -> None:
     if no_terms:
         warn(f"{no_terms} queries have no term left after quantisation; they will retrieve nothing")
     output.write_lines(query_line(q.id, imp) for q, imp in zip(queries, impacts))
+    # what the file is, for the searches that read it (core/topics.py: check_topics)
+    record_encoded_topics(args.output, {"preset": settings.get("name"), "impact_scale": settings.get("impact_scale"),
+                                        **query_encoder.encoder.describe()}, len(queries))
     if float_weights:
         float_weights.write_lines(json.dumps({"id": q.id, "vector": v}, ensure_ascii=False) + "\n"
                                   for q, v in zip(queries, vectors))

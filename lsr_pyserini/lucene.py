@@ -22,7 +22,12 @@ the toolkit recorded as an impact index (INDEX.lsr.json, or `bm25aug index --sco
 without `--impact`, a `bm25aug` BM25 index searched with it, and a TSV topics line that is not
 `qid<TAB>text` (Pyserini would leave that query out of the run). An unrecorded index whose term
 frequencies look like impacts, searched without `--impact`, gets a warning. Pyserini's own
-`saving to RUN` line names the paths given, not the temporary ones.
+`saving to RUN` line names the paths given, not the temporary ones. The topics file is checked against
+the index (core/topics.py: `encode queries`' record beside it; `--unrecorded-topics`, the wrapper's
+own flag, searches an unrecorded file that reads as text). What Pyserini reports by printing and
+exiting 0, or by a traceback (an unknown index name, a missing topics, qrels, run or input folder, a
+folder that is not an index) stops in one line before anything is written, and a run of Pyserini's
+that writes nothing or raises is a failure in one line, its scratch output removed.
 
 Sharded impact indexes (docs/scaling.md): `search --index A,B,C --impact --topics ENCODED.tsv ...`
 goes through the sharded engine (engines/sharded.py), not Pyserini's command: each shard index is
@@ -325,20 +330,105 @@ def given_paths_shown(original: list[str], handed: list[str]):
         sys.stdout = stdout
 
 
-def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
-    """Run one of Pyserini's Lucene command-line tools in this process; its exit status."""
+def pyserini_names(kind: str) -> set[str]:
+    """The names Pyserini resolves itself where a path is expected: its prebuilt indexes ("index"),
+    topics ("topics") or qrels ("qrels"). The JVM must be running (Pyserini's search module starts it)."""
+    if kind == "index":
+        from pyserini import prebuilt_index_info as info
+
+        return {name for table in (info.TF_INDEX_INFO, info.IMPACT_INDEX_INFO, info.LUCENE_HNSW_INDEX_INFO,
+                                   info.LUCENE_FLAT_INDEX_INFO, info.FAISS_INDEX_INFO) for name in table}
+    from pyserini.search import _base
+
+    return set(_base.topics_mapping if kind == "topics" else _base.qrels_mapping)
+
+
+def check_tool_inputs(tool: str, args: list[str]) -> None:
+    """What Pyserini would report by printing (and exit 0, or end in a traceback) stops in one line
+    before anything is written: an index, topics or qrels path that does not exist and is not one of
+    Pyserini's names, a folder that is not a Lucene index, an input of `index` that is not a folder,
+    a run to evaluate that does not exist."""
+    if tool == "search":
+        position = option_position(args, ("--index", "-index"))
+        if position is not None:
+            index = args[position]
+            if not os.path.exists(index):
+                if index not in pyserini_names("index"):
+                    raise InputError(f"{index}: no such index folder (nor the name of a Pyserini prebuilt index)")
+            else:
+                from .core.indexes import lucene_index_kind
+
+                lucene_index_kind(index)  # one line for a folder that is not a Lucene index
+        position = option_position(args, ("--topics", "-topics"))
+        if position is not None and not os.path.exists(args[position]) and \
+                args[position] not in pyserini_names("topics"):
+            raise InputError(f"{args[position]}: no such topics file (nor the name of Pyserini topics)"
+                             + ("" if os.path.isabs(args[position]) else f"; relative to {os.getcwd()}"))
+    elif tool == "index":
+        position = option_position(args, ("--input", "-input"))
+        if position is not None:
+            given = args[position]
+            if not os.path.exists(given):
+                raise InputError(f"{given}: no such folder of documents")
+            if not os.path.isdir(given):
+                raise InputError(f"{given}: not a folder (Pyserini's indexer reads the folder of documents or "
+                                 f"shards, e.g. `encode corpus --output` or `prepare corpus --output`)")
+    elif tool == "eval":
+        positional = [arg for arg in args if not arg.startswith("-")]
+        if len(args) >= 2 and len(positional) >= 2:
+            qrels, run = args[-2], args[-1]
+            if not os.path.exists(qrels) and qrels not in pyserini_names("qrels"):
+                raise InputError(f"{qrels}: no such qrels file (nor the name of Pyserini qrels)")
+            if not os.path.isfile(run):
+                raise InputError(f"{run}: no such run file")
+
+
+def check_search_topics(args: list[str], allow_unrecorded: bool) -> None:
+    """The topics file against the index (core/topics.py): encoded queries of the index's own encoder
+    for an impact search without --encoder, query text otherwise. Dense searches and pretokenized
+    BM25 (`bm25aug queries`' files) are left alone."""
+    from .core.topics import IMPACTS, TEXT, check_topics
+
+    topics = option_position(args, ("--topics", "-topics"))
+    index = option_position(args, ("--index", "-index"))
+    impact = "--impact" in args or "-impact" in args
+    if topics is None or "--dense" in args or ("--pretokenized" in args and not impact):
+        return
+    encoder = any(arg.split("=", 1)[0] in ("--encoder", "--onnx-encoder") for arg in args)
+    kind = IMPACTS if impact and not encoder else TEXT
+    name = args[index] if index is not None else "the index"
+    document_side = None
+    if kind == IMPACTS and index is not None:
+        from .engines.lucene import recorded_encoder
+
+        first = name.split(",")[0] if not os.path.exists(name) else name
+        document_side = recorded_encoder(first) if os.path.isdir(first) else None
+    check_topics(args[topics], document_side, kind, allow_unrecorded, index=name)
+
+
+def run_tool(tool: str, args: list[str], overwrite: bool = False, unrecorded_topics: bool = False) -> int:
+    """Run one of Pyserini's Lucene command-line tools in this process; its exit status. Bad input is
+    refused in one line before anything is written; a run of Pyserini's that wrote no output, or that
+    ended in an exception, is a failure in one line, with nothing left behind."""
     original = list(args)
     if tool == "search" and sharded_index(args):
+        check_search_topics(args, unrecorded_topics)
         return search_shards(args, overwrite)
-    args, claim, temporary = claim_tool_output(tool, args, overwrite)
+    args, claim, temporary = claim_tool_output(tool, args, overwrite)  # a foreign output: refused first
     try:
-        start_jvm()
-    except JavaNotFound as err:
-        fail(str(err))
-    if tool == "search":
-        check_index_scoring(original)
+        try:
+            start_jvm()
+        except JavaNotFound as err:
+            fail(str(err))
+        check_tool_inputs(tool, original)
+        if tool == "search":
+            check_index_scoring(original)
+            check_search_topics(original, unrecorded_topics)
+    except BaseException:  # the scratch index goes; the folders the claim created go at exit (core/outputs.py)
+        drop_tool_output(tool, claim, temporary)
+        raise
     module = TOOLS[tool]
-    code = 0
+    code, failure = 0, None
     with tempfile.TemporaryDirectory(prefix="lsr-topics-") as scratch:
         if tool == "search":
             args = rewrite_topics(args, Path(scratch))
@@ -348,20 +438,33 @@ def run_tool(tool: str, args: list[str], overwrite: bool = False) -> int:
                 runpy.run_module(module, run_name="__main__", alter_sys=True)
         except SystemExit as exit_:
             code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        except Exception as err:  # noqa: BLE001  (Pyserini's own errors: one line, not its traceback)
+            failure = f"{module}: {str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__}"
         except BaseException:
-            if claim is not None and tool == "search":
-                temporary.unlink(missing_ok=True)
+            drop_tool_output(tool, claim, temporary)
             raise
+    written = temporary is not None and (LUCENE_INDEX.recognise(temporary) if tool == "index" else temporary.exists())
+    if claim is not None and code == 0 and failure is None and not written:
+        failure = f"{module} wrote no {'index' if tool == 'index' else 'run'} (its messages above say why)"
     if claim is not None:
-        if code == 0 and temporary.exists():
+        if code == 0 and failure is None:
             claim.replace_with(temporary)
             if tool == "index":
                 record_encoding(original, claim.path)
-        elif tool == "index":
-            claim.drop_scratch(".building")
         else:
-            temporary.unlink(missing_ok=True)
+            drop_tool_output(tool, claim, temporary)
+    if failure is not None:
+        raise InputError(failure)
     return code
+
+
+def drop_tool_output(tool: str, claim: Claim | None, temporary: Path | None) -> None:
+    if claim is None:
+        return
+    if tool == "index":
+        claim.drop_scratch(".building")
+    else:
+        temporary.unlink(missing_ok=True)
 
 
 def merge_runs_parser() -> argparse.ArgumentParser:
@@ -409,15 +512,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nTools: {', '.join(TOOLS)}, merge-runs. `python -m lsr_pyserini.lucene TOOL --help` shows "
               f"that tool's flags.\n"
               f"--overwrite (the wrapper's own flag): replace an existing index (index) or run (search) "
-              f"(default: refuse)")
+              f"(default: refuse)\n"
+              f"--unrecorded-topics (the wrapper's own flag): search an impact index with a topics file that "
+              f"`encode queries` did not record and that reads as text (default: refuse, docs/encoding.md)")
         return 0 if argv else 2
     tool, rest = argv[0], argv[1:]
     if tool == "merge-runs":
         return merge_runs_main(rest)
     if tool not in TOOLS:
         fail(f"unknown tool {tool!r}: expected one of {', '.join(TOOLS)}, merge-runs")
-    overwrite = "--overwrite" in rest
-    return run_tool(tool, [arg for arg in rest if arg != "--overwrite"], overwrite)
+    from .core.topics import UNRECORDED_FLAG
+
+    overwrite, unrecorded = "--overwrite" in rest, UNRECORDED_FLAG in rest
+    return run_tool(tool, [arg for arg in rest if arg not in ("--overwrite", UNRECORDED_FLAG)], overwrite, unrecorded)
 
 
 if __name__ == "__main__":

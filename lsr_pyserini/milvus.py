@@ -28,6 +28,7 @@ from .core.cli import QUIET_HELP, progress_bar, quiet_messages, run_main
 from .core.errors import InputError
 from .core.options import float_in, non_negative_float, positive_int
 from .core.outputs import TREC_RUN, claim_output
+from .core.topics import IMPACTS, check_topics
 from .core.writer import run_lines
 from .stores.milvus import ALGORITHMS, BATCH_DOCUMENTS, MilvusCollection, load_collection, require_milvus
 from .stores.vectors import read_impact_queries
@@ -90,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --hybrid: the dense store whose encoder encodes the texts (default: the one "
                              "the collection was loaded with)")
     search.add_argument("--tag", default="milvus", help="run tag (default: milvus)")
+    search.add_argument("--unrecorded-topics", action="store_true",
+                        help="search a topics file that `encode queries` did not record and that reads as query "
+                             "text (default: refuse it, docs/encoding.md)")
     return parser
 
 
@@ -137,10 +141,12 @@ def main(argv: list[str] | None = None) -> None:
               f"collection {args.collection!r} at {args.uri}"
               + (f" in {manifest['load_seconds']:.1f}s" if "load_seconds" in manifest else ""), file=sys.stderr)
         return
-    output = claim_output(args.output, TREC_RUN, args.overwrite)
-    queries = read_impact_queries(args.topics)
     collection = MilvusCollection(args.uri, args.collection, token, args.min_idf, args.drop_ratio_search)
     try:
+        check_topics(args.topics, collection.manifest.get("encoder") or None, IMPACTS, args.unrecorded_topics,
+                     index=f"{args.uri} (collection {args.collection!r})")
+        output = claim_output(args.output, TREC_RUN, args.overwrite)
+        queries = read_impact_queries(args.topics)
         started = time.perf_counter()
         if args.hybrid:
             prepared = hybrid_queries(collection, queries, args.hybrid, args.dense_store)

@@ -30,6 +30,7 @@ from .core.hits import Run
 from .core.options import engine_option, non_negative_float, positive_int
 from .core.outputs import TREC_RUN, claim_output
 from .core.writer import run_lines
+from .core.topics import IMPACTS, TEXT, check_topics
 from .engines import VECTOR, available_engines
 
 
@@ -61,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="an engine's own option, e.g. query_cut=10 or heap_factor=1.2 (seismic), min_idf=0 "
                              "(lucene, sharded); repeatable")
     parser.add_argument("--tag", help="run tag (default: Anserini; seismic and dense for those engines)")
+    parser.add_argument("--unrecorded-topics", action="store_true",
+                        help="with --encoded: search a topics file that `encode queries` did not record and that "
+                             "reads as query text (default: refuse it, docs/encoding.md)")
     parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     add_device_args(parser, "query encoder")
     return parser
@@ -105,9 +109,16 @@ def open_search(args):
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     quiet_libraries(args.quiet)
-    output = claim_output(args.output, TREC_RUN, args.overwrite)
     qids, queries = read_topics(args)
-    engine, search = open_search(args)
+    if args.encoded:  # no model to load: the engine first, so that its documents' encoder is known
+        engine, search = open_search(args)
+        if engine.query_kind == IMPACTS:
+            check_topics(args.topics, engine.document_side(), IMPACTS, args.unrecorded_topics, index=args.index)
+        output = claim_output(args.output, TREC_RUN, args.overwrite)
+    else:  # the output claimed before the query encoder loads
+        check_topics(args.topics, None, TEXT, index=args.index)
+        output = claim_output(args.output, TREC_RUN, args.overwrite)
+        engine, search = open_search(args)
     name = engine.name
     tag = args.tag or engine.run_tag
     step = len(qids) if engine.query_kind == VECTOR else args.batch_size  # dense: length-ordered batches of the whole file

@@ -24,9 +24,11 @@ from pathlib import Path
 from .core.cli import QUIET_HELP, progress_bar, quiet_messages, run_main
 from .core.options import float_in, int_in, positive_float, positive_int
 from .core.outputs import TREC_RUN, claim_output
+from .core.topics import IMPACTS, check_topics
 from .core.writer import run_lines
 from .stores.seismic import (
     LARGE_VOCABULARY_CHOICES,
+    MANIFEST,
     SeismicBuild,
     SeismicSearcher,
     build_seismic_index,
@@ -75,7 +77,23 @@ def build_parser() -> argparse.ArgumentParser:
                         help="skip a block when its summary score is below this x the k-th score; "
                              "1.0 is exact on an exact index, above 1 prunes more (default: 1.0)")
     search.add_argument("--tag", default="seismic", help="run tag (default: seismic)")
+    search.add_argument("--unrecorded-topics", action="store_true",
+                        help="search a topics file that `encode queries` did not record and that reads as query "
+                             "text (default: refuse it, docs/encoding.md)")
     return parser
+
+
+def seismic_documents_encoder(index: str) -> dict | None:
+    """The encoder of the shards a Seismic index was built from (its manifest's `input`), read
+    without loading the index; None when it records none."""
+    import json
+
+    from .engines.base import shards_encoder
+
+    try:
+        return shards_encoder(json.loads((Path(index) / MANIFEST).read_text(encoding="utf-8")).get("input"))
+    except (OSError, ValueError, AttributeError):
+        return None  # not a Seismic index: SeismicSearcher says so
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -94,6 +112,9 @@ def main(argv: list[str] | None = None) -> None:
               f"({'exact' if manifest['exact'] else 'approximate'}"
               f"{', large vocabulary' if manifest['large_vocabulary'] else ''})", file=sys.stderr)
         return
+    if (Path(args.index) / MANIFEST).is_file():  # else SeismicSearcher says what the folder is not
+        check_topics(args.topics, seismic_documents_encoder(args.index), IMPACTS, args.unrecorded_topics,
+                     index=args.index)
     output = claim_output(args.output, TREC_RUN, args.overwrite)
     searcher = SeismicSearcher(args.index)
     queries = read_impact_queries(args.topics)

@@ -201,3 +201,33 @@ def check_explanations(searcher, loaded) -> None:
     docid = results[loaded[0].id][0].docid
     assert searcher.doc(docid).strip()
     json.dumps(docid)
+
+
+def check_new_user_findings(work: Path, data: Path, scratch: Path) -> None:
+    """On the reproduction's real index: the raw test queries searched as impacts (nDCG@10 0.2451
+    instead of 0.6436, exit 0, before) are refused in one line and write no run; docs/serving.md's
+    example answer is what the index gives its query (it showed another index's docids and scores),
+    and the README's curl example asks that query."""
+    import re
+
+    import lsr_pyserini
+    from conftest import REPO, error_lines
+
+    raw = data / "scifact" / "queries.test.tsv"
+    run = scratch / "raw-topics.txt"
+    refused = run_tool("lucene", "search", "--index", work / "index", "--topics", raw, "--output", run, "--impact",
+                       "--hits", "1000")
+    assert refused.returncode == 2 and not run.exists(), refused.stderr
+    [line] = error_lines(refused)
+    assert line.startswith(f"error: {raw} reads as query text") and str(work / "index") in line, line
+    serving = (REPO / "docs" / "serving.md").read_text()
+    example = serving[serving.index("```json\n"):].split("```", 2)[1]
+    query = re.search(r'"query_txt": "([^"]+)"', example).group(1)
+    shown = [(docid, float(score)) for docid, score in re.findall(r'"docid": "(\w+)", "score": ([\d.]+)', example)]
+    lsr_pyserini.start_jvm()
+    searcher = lsr_pyserini.Searcher(str(work / "index"), encoder="splade-tiny")
+    try:
+        assert [(hit.docid, hit.score) for hit in searcher.search(query, k=len(shown))] == shown
+    finally:
+        searcher.close()
+    assert f'"query": "{query}"' in (REPO / "README.md").read_text()

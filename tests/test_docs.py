@@ -29,3 +29,29 @@ def test_benchmarks_take_their_paths_from_flags_or_the_checkout():
     found = [f"{script.relative_to(REPO)}: {match.group(1)}" for script in scripts
              for match in MACHINE_PATH.finditer(script.read_text())]
     assert not found, "take it from a flag:\n" + "\n".join(found)
+
+
+def test_docs_readme_lists_every_page_with_one_line():
+    """No page is reachable only from a table: docs/README.md lists each, with one line."""
+    index = (REPO / "docs" / "README.md").read_text()
+    rows = {match.group(1): match.group(2) for match in re.finditer(r"^\| \[([\w.-]+\.md)\]\(\1\) \| (.+) \|$",
+                                                                     index, re.MULTILINE)}
+    pages = sorted(page.name for page in (REPO / "docs").glob("*.md") if page.name != "README.md")
+    assert sorted(rows) == pages, set(pages) ^ set(rows)
+    assert all(line.strip() for line in rows.values())
+
+
+def test_python_m_lsr_pyserini_lists_every_command_with_one_line():
+    """`python -m lsr_pyserini` printed nothing; it lists each command (a module with a __main__
+    guard, or a package with __main__.py) once, each with its docstring's first line."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "lsr_pyserini"], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0 and not result.stderr, result.stderr
+    listed = dict(re.findall(r"^  (\w+) +(\S.*)$", result.stdout, re.MULTILINE))
+    package = REPO / "lsr_pyserini"
+    commands = {path.stem for path in package.glob("*.py") if 'if __name__ == "__main__":' in path.read_text()
+                and path.stem != "__main__"} | {path.parent.name for path in package.glob("*/__main__.py")}
+    assert set(listed) == commands and {"encode", "lucene", "serve", "train", "demo"} <= commands, listed
+    assert listed["encode"] == "Encode a corpus or queries with a sparse encoder preset into files Lucene reads"

@@ -13,7 +13,8 @@ PACKAGE = REPO / "lsr_pyserini"
 CORE, KERNELS, STORES, MODELS, USES_MODELS, ENGINES, API, SERVICE, COMMANDS = range(9)
 COMMAND_MODULES = {"encode", "export", "prepare", "expand", "rerank", "fuse", "search_dense", "bm25aug",
                    "evaluate", "regress", "demo", "lucene", "seismic", "milvus", "search", "jvm", "train.__main__", "ssr",
-                   "serve.__main__", "bench", "pisa"}
+                   "serve.__main__", "bench", "pisa",
+                   "__main__"}  # __main__: `python -m lsr_pyserini` lists the commands
 
 
 def layer(module: str) -> int:

@@ -244,3 +244,14 @@ def test_a_document_without_impacts_is_left_out_or_kept_for_its_dense_vector(sam
         assert collection.search_dense([("q", vector)], 1)["q"][0][0] == empty
     finally:
         collection.close()
+
+
+def test_raw_text_topics_are_refused_naming_the_collection(sample, tmp_path):
+    """The query text searched as impacts (a meaningless run, exit 0, before) is refused in one line
+    naming the file and the collection; the file `encode queries` recorded is searched."""
+    run = tmp_path / "run.txt"
+    refused = run_tool("milvus", "search", "--uri", sample["db"], "--collection", "sample", "--topics", QUERIES,
+                       "--output", run)
+    line = one_error_line(refused)
+    assert line.startswith(f"error: {QUERIES} reads as query text") and f"{sample['db']} (collection 'sample')" in line
+    assert refused.returncode == 2 and not run.exists()

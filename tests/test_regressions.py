@@ -50,6 +50,7 @@ def test_regression_reproduces_expected_metrics(name, shared_data, tmp_path, tin
     if name == "scifact-splade-tiny.yaml":
         assert_on_the_fly_run_equals_pre_encoded(tmp_path / "work", shared_data / "scifact" / "queries.test.tsv")
         scifact_engines.check_impact_engines(tmp_path / "work", shared_data, tmp_path, tiny_encoder_only)
+        scifact_engines.check_new_user_findings(tmp_path / "work", shared_data, tmp_path)
     if name == "scifact-bm25.yaml":
         scifact_engines.check_bm25_search_command(tmp_path / "work", shared_data, tmp_path)
 

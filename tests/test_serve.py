@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import threading
 import time
@@ -155,7 +156,8 @@ class _PausedSearcher:
     def run(self, key, texts):
         self.entered.set()
         self.release.wait(30)
-        return [[{"docid": "d", "score": 1.0, "document_txt": text}] for text in texts]
+        return [{"candidates": [{"docid": "d", "score": 1.0, "document_txt": text}], "query_terms": None}
+                for text in texts]
 
 
 def _paused_backend(queue_size: int):
@@ -359,3 +361,49 @@ def test_cors_is_off_unless_configured():
     assert options.headers["access-control-allow-origin"] == "http://elsewhere.example"
     assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == "http://elsewhere.example"
     backend._slots["paused"].batcher.close()
+
+
+def test_a_new_users_mistakes_get_the_answers_they_name(service):
+    """Finding 5: "   " got 200 and ten arbitrary documents while "" got 422; a JSON syntax error
+    answered `"field": "14"` (a character offset); a form body got a 422 about 'a valid dictionary'."""
+    search = "/v1/indexes/sample/search"
+    with service.client() as client:
+        for body, field in (({"query": "   "}, "query"), ({"query": {"query_txt": "\t \n"}}, "query.query_txt")):
+            reply = client.post(search, json=body)
+            assert reply.status_code == 422 and reply.json()["field"] == field, reply.text
+            assert "white space" in reply.json()["detail"], reply.text
+        blank_batch = client.post("/v1/indexes/sample/batch", json={"queries": [{"query": " "}]})
+        assert blank_batch.status_code == 422 and blank_batch.json()["field"] == "queries.0.query", blank_batch.text
+        broken = client.post(search, content='{\n  "query": "cells",\n  "hits": }',
+                             headers={"content-type": "application/json"})
+        assert broken.status_code == 422 and broken.json() == {
+            "detail": "body: not valid JSON: Expecting value at line 3, column 11", "field": "body"}, broken.text
+        form = client.post(search, data={"query": "cells"})
+        assert form.status_code == 415 and form.json() == {
+            "detail": "body: send JSON with 'Content-Type: application/json', not 'application/x-www-form-urlencoded'",
+            "field": "body"}, form.text
+        untyped = client.post(search, content='{"query": "cells"}')  # no Content-Type: FastAPI reads no JSON
+        assert untyped.status_code == 415 and "without a Content-Type" in untyped.json()["detail"], untyped.text
+
+
+def test_an_access_log_line_per_request_and_start_up_lines_once(service_indexes, tmp_path):
+    """Finding 5: no access log appeared although --help implies one; "ready" and a load error were
+    printed twice."""
+    with Service("--index", f"bm25={service_indexes['bm25']}", folder=tmp_path) as running:
+        with running.client() as client:
+            assert client.post("/v1/indexes/bm25/search", json={"query": "cells"}).status_code == 200
+            assert client.get("/v1/indexes/nope/status").status_code == 404
+        assert running.stop(signal.SIGTERM) == 0
+    log = running.log.read_text().splitlines()
+    assert [line for line in log if line.startswith("ready")] == ["ready: bm25"], log
+    assert any(re.fullmatch(r"POST /v1/indexes/bm25/search 200 \d+\.\d ms", line) for line in log), log
+    assert any(re.fullmatch(r"GET /v1/indexes/nope/status 404 \d+\.\d ms", line) for line in log), log
+    failed = run_tool("serve", "--index", f"bm25={service_indexes['bm25']}", "--engine", "dense", "--port", "0")
+    assert failed.returncode == 2 and len(error_lines(failed)) == 1, failed.stderr
+    quiet = tmp_path / "quiet"
+    quiet.mkdir()
+    with Service("--index", f"bm25={service_indexes['bm25']}", "--quiet", folder=quiet) as running:
+        with running.client() as client:
+            client.get("/healthz")
+        running.stop(signal.SIGTERM)
+    assert "GET /healthz" not in running.log.read_text()

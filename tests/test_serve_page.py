@@ -170,3 +170,62 @@ def test_highlighting_escapes_text_and_follows_wordpiece(browser, service):
     assert marked == ('&lt;[img:img] src=x onerror="window.pwned=1"&gt; [coral:Coral][##s:s] &amp; [help:help]ed, '
                       'gastr[##itis:itis] in [d:D]-lab; dice.')
     assert seen == ["##itis", "##s", "coral", "d", "help", "img"] and pwned is None
+
+
+
+def test_the_page_says_what_the_index_is_shows_the_query_opens_documents_and_pages(browser, service):
+    """Finding 8: nothing said what the index is, the query's own weights were not shown, the docid
+    looked like a link and was not one, and there was no paging."""
+    from selenium.webdriver.common.keys import Keys
+
+    open_page(browser, service)
+    wait(browser, lambda d: by_css(d, "#index-info")[0].text, "the index was not described")
+    assert by_css(browser, "#index-info")[0].text == \
+        "sample: engine lucene · encoder splade-tiny · 12 documents · impact scores"
+    hits = by_css(browser, "#hits")[0]
+    hits.clear()
+    hits.send_keys("5")
+    query = dict(sample_queries())["q2"]
+    box = by_css(browser, "#query")[0]
+    box.clear()
+    box.send_keys(query + Keys.ENTER)
+    wait(browser, lambda d: len(by_css(d, ".hit")) == 5, "no 5 results shown")
+    with service.client(headers={"Authorization": f"Bearer {API_KEY}"}) as client:
+        answer = client.post("/v1/indexes/sample/search", json={"query": query, "hits": 10, "explain": True}).json()
+        top = answer["candidates"][0]["docid"]
+        document = client.get(f"/v1/indexes/sample/documents/{top}").json()
+    shown = [(term.get_attribute("data-term"), term.find_element("css selector", ".weight").text)
+             for term in by_css(browser, "#query-terms .qterm")]
+    assert shown == [(t["term"], f"{t['weight']:g}") for t in answer["query_terms"]] and shown, shown
+    by_css(browser, ".hit a.docid")[0].click()  # the docid opens the document
+    wait(browser, lambda d: by_css(d, "#document")[0].is_displayed(), "the document did not open")
+    assert by_css(browser, "#document-id")[0].text == top
+    assert by_css(browser, "#document-text")[0].get_attribute("textContent") == document["contents"]
+    by_css(browser, "#document-close")[0].click()
+    wait(browser, lambda d: not by_css(d, "#document")[0].is_displayed(), "the document did not close")
+    by_css(browser, "#more")[0].click()  # the next page: 5 + 10 asked, the sample's 12 shown
+    wait(browser, lambda d: len(by_css(d, ".hit")) == 12, "More results did not show the rest")
+    assert [hit.text for hit in by_css(browser, ".hit .docid")][:10] == [c["docid"] for c in answer["candidates"]]
+    assert not by_css(browser, "#more")[0].is_displayed()  # fewer than asked: nothing more
+
+
+# ReDoc's bundle names its own "powered by" logo on its CDN; offline only that image is missing
+REDOC_LOGO = "https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
+@pytest.mark.parametrize("page, allowed", [("/docs", set()), ("/redoc", {REDOC_LOGO})])
+def test_api_docs_work_offline(browser, service, page, allowed):
+    """/docs (Swagger UI) and /redoc draw the API from the service's own copies of their scripts and styles:
+    nothing else is fetched from another host (CI and many users' machines reach no CDN), and the routes
+    are listed."""
+    browser.get(service.url + page)
+    route = "/v1/indexes/{index}/search"
+    wait(browser, lambda d: route in d.find_element("css selector", "body").text.replace("\u200b", ""),
+         f"{page} never listed {route}")
+    fetched = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    links = [element.get_attribute(attribute) for element, attribute in
+             [(e, "src") for e in by_css(browser, "script[src], img[src]")] +
+             [(e, "href") for e in by_css(browser, "link[href]")]]
+    elsewhere = {url for url in fetched + links if not url.startswith(service.url)} - allowed
+    assert not elsewhere, elsewhere
+    assert any(url.endswith("/openapi.json") for url in fetched), fetched

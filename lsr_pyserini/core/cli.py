@@ -71,6 +71,18 @@ def note(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+SET_UP = "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt -e ."  # README's set-up line
+PIP_NAMES = {"jnius": "pyjnius", "yaml": "PyYAML", "sklearn": "scikit-learn", "faiss": "faiss-cpu"}
+
+
+def missing_package(module: str) -> str:
+    """One line naming the package a command needs and lacks, and how to install it: the project's
+    environment is usually not the Python that ran the command."""
+    package = PIP_NAMES.get(module.split(".")[0], module.split(".")[0])
+    return (f"the Python package {package!r} is not installed for {sys.executable}: run the command in the "
+            f"project's environment (`. .venv/bin/activate`), set up from the repository with `{SET_UP}`")
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     sys.exit(code)
@@ -84,11 +96,20 @@ def progress_bar(total: int, quiet: bool, unit: str, desc: str | None = None):
                 unit_scale=unit == "B", unit_divisor=1024 if unit == "B" else 1000)
 
 
+class LoadingBars:
+    """Whether transformers' "Loading weights" bars show while a model loads (core/hf.py's
+    `quiet_loading`): off in the library (a program that imports it gets no output from it), on in
+    a command (`run_main`) unless --quiet."""
+
+    shown = False
+
+
 def quiet_libraries(quiet: bool) -> None:
     """With `--quiet`, no warnings (`quiet_messages`) and no progress bars from Hugging Face
     libraries either (transformers' "Loading weights"), in this process and in the worker processes
     it starts (they inherit the variable)."""
     quiet_messages(quiet)
+    LoadingBars.shown = not quiet
     if not quiet:
         return
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when transformers is imported
@@ -108,9 +129,11 @@ def set_threads(threads: int | None) -> None:
 
 def run_main(main: Callable[[], None]) -> None:
     """Run a command's main; bad input (and a full disk) becomes one `error:` line and exit status 2,
+    a package the command imports and this Python lacks one line naming it and the set-up command,
     an interruption one line saying how to resume and exit status 130."""
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     quiet_messages(False)  # until the command's --quiet says otherwise
+    LoadingBars.shown = True  # a command shows transformers' loading bars (the library does not)
     try:
         main()
     except InputError as err:
@@ -121,6 +144,10 @@ def run_main(main: Callable[[], None]) -> None:
         fail("interrupted", code=130)
     except BrokenPipeError:
         sys.exit(1)
+    except ModuleNotFoundError as err:
+        if not err.name or err.name.split(".")[0] == PACKAGE_LOGGER:
+            raise  # a module of this package: a bug, with its traceback
+        fail(missing_package(err.name))
     except OSError as err:
         if disk_full(err) is None:
             raise

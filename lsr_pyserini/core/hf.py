@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from .devices import current
@@ -69,6 +70,25 @@ def write_config(path, family: str, config: dict) -> None:
     write_family(path, family, **{k: v for k, v in marker.items() if k not in ("family", "config")}, config=settings)
 
 
+@contextmanager
+def quiet_loading():
+    """transformers' "Loading weights" bar off while a model loads, unless a command shows it
+    (core/cli.py `LoadingBars`): the library prints nothing. transformers is imported already (the
+    caller is about to load with it); its setting is restored after."""
+    from transformers.utils import logging as hf_logging
+
+    from .cli import LoadingBars
+
+    if LoadingBars.shown or not hf_logging.is_progress_bar_enabled():
+        yield
+        return
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.enable_progress_bar()
+
+
 def load_quietly(loader, path: str, what: str, **kwargs):
     """`loader.from_pretrained(path, **kwargs)` with transformers' load report silenced (weights a
     head-less class does not use are expected); InputError when the checkpoint lacks weights. The model
@@ -79,7 +99,8 @@ def load_quietly(loader, path: str, what: str, **kwargs):
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        model, info = loader.from_pretrained(path, output_loading_info=True, **kwargs)
+        with quiet_loading():
+            model, info = loader.from_pretrained(path, output_loading_info=True, **kwargs)
     except Exception as err:
         raise model_error(path, err) from None
     finally:
@@ -109,7 +130,8 @@ def load_masked_lm(path: str, family: str = "splade"):
     except Exception as err:
         raise model_error(path, err) from None
     try:
-        model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
+        with quiet_loading():
+            model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True)
     except ValueError as err:
         if "Unrecognized configuration class" in str(err):
             raise InputError(f"model {path!r}: {config.model_type} has no masked-LM head (SPLADE needs one)") from None

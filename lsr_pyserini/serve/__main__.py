@@ -65,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     limits.add_argument("--max-batch-queries", type=positive_int, help="queries in one batch request (default: 64)")
     limits.add_argument("--max-body-bytes", type=positive_int, help="largest request body (default: 1048576)")
     parser.add_argument("--ready-file", help="write the bound 'host:port' to this file once ready (for scripts)")
-    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP + "; no access log")
+    parser.add_argument("--quiet", action="store_true", help=QUIET_HELP + "; no access log (default: a line per request on "
+                                                            "stderr: METHOD PATH STATUS TIME ms)")
     return parser
 
 
@@ -113,9 +114,10 @@ def serve(config, quiet: bool = False, ready_file: str | None = None) -> int:
         failed.append(err)
         server.should_exit = True
 
-    app = build_app(backend, on_load_failure=load_failed)
+    app = build_app(backend, on_load_failure=load_failed, access_log=not quiet)
+    # uvicorn's own access log is off: at log level warning it printed nothing; the app's (AccessLog) prints
     server = Server(uvicorn.Config(app, host=config.host, port=config.port, log_level="warning",
-                                   access_log=not quiet, timeout_graceful_shutdown=30, lifespan="on"))
+                                   access_log=False, timeout_graceful_shutdown=30, lifespan="on"))
     if ready_file:
         _write_when_ready(server, backend, ready_file)
     asyncio.run(server.serve())

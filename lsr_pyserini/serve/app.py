@@ -16,10 +16,40 @@ logger = logging.getLogger(__name__)
 MCP_PATH = "/mcp"
 
 
-def build_app(backend: Backend, load: bool = True, on_load_failure=None) -> FastAPI:
+class AccessLog:
+    """One line per request on the service's log once it is answered: `METHOD PATH STATUS TIME ms`
+    (the query string left out: it may carry what a user searched)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        import time
+
+        started, status = time.perf_counter(), [0]
+
+        async def sent(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        finally:
+            access.info("%s %s %d %.1f ms", scope["method"], scope["path"], status[0],
+                        1000 * (time.perf_counter() - started))
+
+
+access = logging.getLogger("lsr_pyserini.serve.access")
+
+
+def build_app(backend: Backend, load: bool = True, on_load_failure=None, access_log: bool = False) -> FastAPI:
     """The app; with `load`, the backend loads in a thread at startup (a failure is logged, kept in
     `backend.error` for /readyz, and handed to `on_load_failure`) and closes at shutdown. With
-    `config.mcp`, the MCP tools answer at /mcp (streamable HTTP, stateless), behind the same keys."""
+    `config.mcp`, the MCP tools answer at /mcp (streamable HTTP, stateless), behind the same keys.
+    With `access_log`, a line per request (`AccessLog`) on the log "lsr_pyserini.serve.access"."""
     mcp_app = _mcp_app(backend) if backend.config.mcp else None
 
     @contextlib.asynccontextmanager
@@ -41,6 +71,8 @@ def build_app(backend: Backend, load: bool = True, on_load_failure=None) -> Fast
         endpoint = McpEndpoint(mcp_app, backend.config)
         for path in (MCP_PATH, MCP_PATH + "/"):  # both answer: no redirect for clients to follow
             app.router.add_route(path, endpoint, include_in_schema=False)
+    if access_log:
+        app.add_middleware(AccessLog)
     return app
 
 
@@ -80,6 +112,7 @@ def _load(backend: Backend, on_load_failure) -> None:
         backend.load()
     except Exception as err:  # noqa: BLE001 - reported on /readyz and by the command
         backend.error = f"{type(err).__name__}: {err}" if not str(err).startswith("index") else str(err)
-        logger.error("loading failed: %s", backend.error)
         if on_load_failure is not None:
-            on_load_failure(err)
+            on_load_failure(err)  # the command reports it, once
+        else:
+            logger.error("loading failed: %s", backend.error)

@@ -58,6 +58,15 @@ def hit_dict(hit: Hit, text: str | None, explain: bool) -> dict:
     return candidate
 
 
+def query_terms(query) -> list[dict] | None:
+    """The query's own terms and weights as the engine searched them, largest first (impact and
+    boosted BM25 queries: {term: weight}); None for a text or a vector query."""
+    if not isinstance(query, dict):
+        return None
+    return [{"term": term, "weight": float(weight)}
+            for term, weight in sorted(query.items(), key=lambda item: (-item[1], item[0]))]
+
+
 class Backend:
     def __init__(self, config: ServiceConfig):
         self.config = config
@@ -124,7 +133,9 @@ class Backend:
         rankings = [found[qid] for qid in qids]
         docids = sorted({hit.docid for hits in rankings for hit in hits})
         documents = dict(zip(docids, searcher.docs(docids))) if has_texts and docids else {}
-        return [[hit_dict(hit, documents.get(hit.docid), explain) for hit in hits] for hits in rankings]
+        return [{"candidates": [hit_dict(hit, documents.get(hit.docid), explain) for hit in hits],
+                 "query_terms": query_terms(query) if explain else None}
+                for hits, query in zip(rankings, queries)]
 
     def close(self) -> None:
         for slot in list(self._slots.values()):
@@ -218,8 +229,13 @@ class Backend:
         futures = self.submit(name, [text for _, text in queries], hits, explain)
         results = await asyncio.gather(*[asyncio.wrap_future(future) for future in futures])
         took_ms = round((time.perf_counter() - started) * 1000.0, 3)
-        return [{"query": {"qid": qid, "query_txt": text}, "candidates": candidates, "took_ms": took_ms}
-                for (qid, text), candidates in zip(queries, results)]
+        answers = []
+        for (qid, text), result in zip(queries, results):
+            answer = {"query": {"qid": qid, "query_txt": text}, "candidates": result["candidates"], "took_ms": took_ms}
+            if result["query_terms"] is not None:
+                answer["query_terms"] = result["query_terms"]
+            answers.append(answer)
+        return answers
 
     def reload(self, name: str) -> dict:
         """Open the configured path again beside the current version, warm it, switch atomically."""

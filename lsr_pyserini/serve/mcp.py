@@ -122,8 +122,8 @@ def create_mcp(backend: Backend) -> FastMCP:
             text, qid = query.query_txt, query.qid
         else:
             text, qid = query, ""
-        if not text:
-            raise refusal("query: the query text is empty")
+        if not text.strip():  # spaces alone: refused like an empty query, as the REST routes do
+            raise refusal("query: the query text is empty" if not text else "query: the query text is white space alone")
         if len(text) > config.max_query_chars:
             raise refusal(f"query: longer than {config.max_query_chars} characters")
         return text, qid

@@ -7,12 +7,13 @@ both do) over the backend, plus explanations, a batch route, health, readiness a
     GET  /v1/indexes/{name}/status     {"downloaded", "size_bytes", ...}
     GET  /v1/indexes[/]                [names]  (?index_type=impact|tf|dense filters, as Pyserini's)
     POST /v1/indexes/{name}/reload     admin: a new version from the configured path, switched atomically
-    GET  /healthz  /readyz  /docs  /openapi.json  /   (the search page)
+    GET  /healthz  /readyz  /docs  /redoc  /openapi.json  /   (the search page)
 
 Every refusal is JSON `{"detail": message, "field": name-or-null}`: 400 (a body that is not text),
 401 (a missing or wrong key; admin routes of a service without keys), 404 (unknown index or
-document), 413 (body), 422 (a field out of bounds, or a body not JSON), 503 (queue full or still
-loading, with Retry-After).
+document), 413 (body), 415 (a body declared as another type than JSON), 422 (a field out of bounds,
+a query of white space alone, or a body not JSON: `body`, with the line and column), 503 (queue
+full or still loading, with Retry-After).
 """
 
 import hmac
@@ -24,7 +25,8 @@ from typing import Annotated, Literal, Optional, Union
 from fastapi import Body, Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, BeforeValidator, Field, StrictBool, create_model
+from fastapi_offline import FastAPIOffline
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, StrictBool, create_model
 from pydantic_core import PydanticCustomError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -72,10 +74,17 @@ class Candidate(BaseModel):
     first_stage_score: Optional[float] = None
 
 
+class QueryTerm(BaseModel):
+    term: str
+    weight: float
+
+
 class Hits(BaseModel):
     query: QueryInfo
     candidates: list[Candidate]
     took_ms: float
+    query_terms: Optional[list[QueryTerm]] = Field(
+        None, description="with explain, the query's own terms and weights as searched (impact and boosted queries)")
 
 
 class BatchHits(BaseModel):
@@ -114,9 +123,38 @@ def json_integer(value):
     return value
 
 
+def not_blank(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("string_blank", "String should have a character other than white space")
+    return value
+
+
+def json_position(text, position: int) -> str:
+    """'line L, column C' of a character offset into the body (the offset alone if no text)."""
+    if not isinstance(text, (str, bytes)):
+        return f"character {position + 1}"
+    text = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+    line = text.count("\n", 0, position) + 1
+    return f"line {line}, column {position - (text.rfind(chr(10), 0, position) + 1) + 1}"
+
+
+JSON_TYPES = ("application/json",)
+
+
+def json_content(request: Request) -> None:
+    """415 for a body declared as another content type than JSON (a form, text) or as none: FastAPI
+    read it as no fields at all, and refused it with a 422 about 'a valid dictionary'."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media not in JSON_TYPES and not media.endswith("+json"):  # none: FastAPI reads no JSON either
+        raise Refusal(415, "body: send JSON with 'Content-Type: application/json', not "
+                           + (repr(media) if media else "a body without a Content-Type"), "body")
+
+
 def request_models(config: ServiceConfig):
     """The request bodies with this service's bounds in their schema (so /docs and schemathesis see them)."""
-    text = Annotated[str, Field(min_length=1, max_length=config.max_query_chars)]
+    # a query of spaces alone is refused like an empty one (it matched nothing, or ten arbitrary documents)
+    text = Annotated[str, Field(min_length=1, max_length=config.max_query_chars, json_schema_extra={"pattern": r"\S"}),
+                     AfterValidator(not_blank)]
     query_text = (text, ...)
     qid = (str, Field("", max_length=256))
     hits = (Annotated[int, BeforeValidator(json_integer)], Field(10, ge=1, le=config.max_hits))
@@ -201,14 +239,16 @@ def field_of(error: dict) -> str:
     return ".".join(location) or "body"
 
 
-ERRORS = {status: {"model": ErrorBody} for status in (400, 401, 404, 413, 422, 503)}
+ERRORS = {status: {"model": ErrorBody} for status in (400, 401, 404, 413, 415, 422, 503)}
 
 
 def create_app(backend: Backend, lifespan=None) -> FastAPI:
     config = backend.config
     SearchParams, BatchParams = request_models(config)
-    app = FastAPI(title="lsr-pyserini search service", version=VERSION, lifespan=lifespan,
-                  description="Pyserini-compatible REST search over the indexes this service was configured with.")
+    # FastAPIOffline: FastAPI whose /docs and /redoc load Swagger UI and ReDoc from the copies fastapi-offline
+    # ships (under /static-offline-docs), not from a CDN, so they work where no other host can be reached
+    app = FastAPIOffline(title="lsr-pyserini search service", version=VERSION, lifespan=lifespan,
+                         description="Pyserini-compatible REST search over the indexes this service was configured with.")
 
     def authorised(request: Request) -> None:
         check_key(config, request.headers.get("authorization", ""))
@@ -225,7 +265,15 @@ def create_app(backend: Backend, lifespan=None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_, err: RequestValidationError):
-        first = err.errors()[0] if err.errors() else {}
+        errors = err.errors()
+        # a union (query text or query object) fails in each branch: the branch of the input's own type
+        # is the one whose error is not about the type ("query_txt" of spaces, not "a valid string")
+        first = next((e for e in errors if not str(e.get("type", "")).endswith("_type")), errors[0] if errors else {})
+        if first.get("type") == "json_invalid":  # its location is ("body", character offset)
+            position = first.get("loc", ("body", 0))[-1]
+            where = json_position(err.body, position) if isinstance(position, int) else "the body"
+            reason = (first.get("ctx") or {}).get("error", "JSON decode error")
+            return refusal_body(422, f"body: not valid JSON: {reason} at {where}", "body")
         field = field_of(first)
         return refusal_body(422, f"{field}: {first.get('msg', 'invalid')}", field)
 
@@ -253,7 +301,7 @@ def create_app(backend: Backend, lifespan=None) -> FastAPI:
     v1 = f"/{VERSION}/indexes"
 
     @app.post(f"{v1}/{{index}}/search", response_model=Hits, response_model_exclude_none=True, responses=ERRORS,
-              dependencies=[Depends(authorised)], tags=["indexes"])
+              dependencies=[Depends(authorised), Depends(json_content)], tags=["indexes"])
     async def search_index(index: str = name_path, params: SearchParams = Body(...)):
         text, qid = params.query, params.qid
         if not isinstance(text, str):
@@ -261,7 +309,7 @@ def create_app(backend: Backend, lifespan=None) -> FastAPI:
         return json_body(await backend.search(index, text, params.hits, qid, params.explain))
 
     @app.post(f"{v1}/{{index}}/batch", response_model=BatchHits, response_model_exclude_none=True,
-              responses=ERRORS, dependencies=[Depends(authorised)], tags=["indexes"])
+              responses=ERRORS, dependencies=[Depends(authorised), Depends(json_content)], tags=["indexes"])
     async def batch_index(index: str = name_path, params: BatchParams = Body(...)):
         qids = [query.qid or str(position) for position, query in enumerate(params.queries)]
         if len(set(qids)) < len(qids):

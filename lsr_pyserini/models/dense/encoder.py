@@ -28,7 +28,7 @@ class TransformerDenseEncoder:
         from transformers import AutoModel
 
         from ...core.devices import current
-        from ...core.hf import load_tokenizer, model_error
+        from ...core.hf import load_tokenizer, model_error, quiet_loading
         from ...core.presets import resolve_model
         from ...kernels.int8 import quantize_linears
         from .config import SCHEMA
@@ -48,7 +48,8 @@ class TransformerDenseEncoder:
         self.tokenizer = load_tokenizer(weights)
         self.placement = current()  # the device and dtype the model runs on (core/devices.py)
         try:
-            self.model = self.placement.to(AutoModel.from_pretrained(weights)).eval()
+            with quiet_loading():  # no loading bar from the library (core/hf.py)
+                self.model = self.placement.to(AutoModel.from_pretrained(weights)).eval()
         except Exception as err:
             raise model_error(self.path, err) from None
         self.quantize = quantize
