@@ -1,6 +1,8 @@
-"""Engines measured on your own collection: build seconds, bytes on disk, resident memory while
-searching, single-thread latency (p50, p99) at each depth, recall of the exact top k, and (with
-qrels) nDCG@10 and MRR@10, on nested prefixes of the collection, in one table.
+"""Measure engines on your own collection's prefixes: build, bytes, memory, latency, recall, nDCG.
+
+For each engine and prefix: build seconds, bytes on disk, resident memory while searching,
+single-thread latency (p50, p99) at each depth, recall of the exact top k, and (with qrels)
+nDCG@10 and MRR@10, in one table.
 
     python -m lsr_pyserini.bench --vectors SHARDS --queries Q.tsv [--qrels QRELS] --work DIR --json OUT.json
         [--engines lucene,pisa,seismic,milvus] [--k 10,1000] [--sizes 10000,30000,100000] [--plot OUT.png]
@@ -119,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds a build may take; beyond, the engine is stopped at that size and the larger "
                              "ones (default: 14400)")
     parser.add_argument("--remeasure", action="store_true", help="measure again where measurements are kept")
+    parser.add_argument("--unrecorded-topics", action="store_true",
+                        help="measure with a --queries file that `encode queries` did not record and that reads as "
+                             "query text (default: refuse it, docs/encoding.md)")
     parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     return parser
 
@@ -478,14 +483,20 @@ def table(rows: list[dict], ks: list[int]) -> str:
 # -- the command ----------------------------------------------------------------------------------------
 
 def check_inputs(args, specs: list[Spec], sizes: list[int] | None) -> tuple[dict | None, list, list[int]]:
-    """Everything refused before any work: shards (one encoder's, complete), queries, sizes, bm25's text."""
+    """Everything refused before any work: shards (one encoder's, complete), queries (the shards'
+    encoder's, as the search commands check them), sizes, bm25's text."""
+    from .core.topics import IMPACTS, TEXT, check_topics
     from .stores.vectors import check_shards, read_impact_queries
 
     folder = Path(args.vectors)
     manifest = check_shards(folder)
     counts = shard_counts(folder, manifest)
     total = sum(count for _, count in counts)
+    encoder = ((manifest or {}).get("settings") or {}).get("encoder")
+    check_topics(args.queries, encoder, IMPACTS, args.unrecorded_topics, index=str(folder))
     read_impact_queries(args.queries)  # a line-numbered error for a file that is not impact queries
+    if args.text_queries:
+        check_topics(args.text_queries, None, TEXT, index=f"bm25 over {folder}")
     if sizes is None:
         sizes = [total]
     too_large = [size for size in sizes if size > total]

@@ -1,6 +1,7 @@
-"""Save a model in the sentence-transformers layout: a folder that `SparseEncoder(DIR)` (SPLADE,
-inference-free SPLADE) or `SentenceTransformer(DIR)` (dense) opens with the vectors this toolkit
-gives, and that `--encoder DIR` (`encode dense --model DIR`) here still reads.
+"""Save a model in the sentence-transformers layout, which `SparseEncoder(DIR)` or `SentenceTransformer(DIR)` opens.
+
+The folder (SPLADE, inference-free SPLADE: `SparseEncoder`; dense: `SentenceTransformer`) gives the
+vectors this toolkit gives, and `--encoder DIR` (`encode dense --model DIR`) here still reads it.
 
     python -m lsr_pyserini.export splade --encoder PRESET_OR_CHECKPOINT [--model DIR] --output DIR
     python -m lsr_pyserini.export dense --model PATH_OR_HUB_ID [--pooling cls|mean] [--normalize] --output DIR

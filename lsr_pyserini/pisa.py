@@ -1,5 +1,6 @@
-"""PISA (the engine inside pyterrier-pisa's wheel, the `[pisa]` extra): an exact engine with dynamic
-pruning for the shards Lucene indexes.
+"""PISA (the `[pisa]` extra): an exact engine with dynamic pruning for the shards Lucene indexes.
+
+PISA's library ships inside pyterrier-pisa's wheel.
 
     python -m lsr_pyserini.pisa index  --input VECTORS_DIR --index DIR [--encoding E] [--block-size N]
     python -m lsr_pyserini.pisa search --index DIR --topics QUERIES.tsv --output RUN --hits K
@@ -23,9 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-from .core.cli import QUIET_HELP, progress_bar, quiet_messages, run_main
+from .core.cli import QUIET_HELP, add_impact_search_arguments, progress_bar, quiet_messages, run_main
 from .core.options import positive_int
 from .core.outputs import TREC_RUN, claim_output
+from .core.topics import IMPACTS, check_topics
 from .core.writer import run_lines
 from .stores.pisa import ALGORITHMS, DEFAULT_ALGORITHM, ENCODINGS, PisaBuild, PisaSearcher, build_pisa_index, \
     require_pisa
@@ -50,15 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     search = commands.add_parser("search", help="search a PISA index with an impact query TSV",
                                  description="Search a PISA index; write a TREC run.")
-    search.add_argument("--index", required=True, help="PISA index folder (`pisa index --index`)")
-    search.add_argument("--topics", required=True, help="query TSV from `encode queries` (terms repeated by impact)")
-    search.add_argument("--output", required=True, help="TREC run to write")
-    search.add_argument("--overwrite", action="store_true", help="replace an existing run file (default: refuse)")
-    search.add_argument("--hits", type=positive_int, default=1000, help="documents per query (default: 1000)")
-    search.add_argument("--threads", type=positive_int, default=1, help="queries searched in parallel (default: 1)")
+    add_impact_search_arguments(search, "pisa", "PISA index folder (`pisa index --index`)")
     search.add_argument("--algorithm", choices=ALGORITHMS, default=DEFAULT_ALGORITHM,
                         help=f"PISA's query algorithm (default: {DEFAULT_ALGORITHM}, exact)")
-    search.add_argument("--tag", default="pisa", help="run tag (default: pisa)")
     return parser
 
 
@@ -74,7 +70,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{manifest['nonzeros']:,} postings into {args.index} in {manifest['build_seconds']:.1f}s",
               file=sys.stderr)
         return
-    searcher = PisaSearcher(args.index, args.algorithm)
+    searcher = PisaSearcher(args.index, args.algorithm)  # an index this version reads, before its encoder is trusted
+    check_topics(args.topics, searcher.manifest.get("encoder"), IMPACTS, args.unrecorded_topics, index=args.index)
     queries = read_impact_queries(args.topics)
     output = claim_output(args.output, TREC_RUN, args.overwrite)
     started = time.perf_counter()

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from .core.cli import QUIET_HELP, progress_bar, quiet_messages, run_main
+from .core.cli import QUIET_HELP, add_impact_search_arguments, progress_bar, quiet_messages, run_main
 from .core.options import float_in, int_in, positive_float, positive_int
 from .core.outputs import TREC_RUN, claim_output
 from .core.topics import IMPACTS, check_topics
@@ -64,22 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     search = commands.add_parser("search", help="search a Seismic index with an impact query TSV",
                                  description="Search a Seismic index; write a TREC run.")
-    search.add_argument("--index", required=True, help="Seismic index folder (`seismic index --index`)")
-    search.add_argument("--topics", required=True, help="query TSV from `encode queries` (terms repeated by impact)")
-    search.add_argument("--output", required=True, help="TREC run to write")
-    search.add_argument("--overwrite", action="store_true", help="replace an existing run file (default: refuse)")
-    search.add_argument("--hits", type=positive_int, default=1000, help="documents per query (default: 1000)")
-    search.add_argument("--threads", type=positive_int, default=1,
-                        help="queries searched in parallel (default: 1)")
+    add_impact_search_arguments(search, "seismic", "Seismic index folder (`seismic index --index`)")
     search.add_argument("--query-cut", type=positive_int,
                         help="search with only the N largest query impacts (default: the whole query, exact)")
     search.add_argument("--heap-factor", type=positive_float, default=1.0,
                         help="skip a block when its summary score is below this x the k-th score; "
                              "1.0 is exact on an exact index, above 1 prunes more (default: 1.0)")
-    search.add_argument("--tag", default="seismic", help="run tag (default: seismic)")
-    search.add_argument("--unrecorded-topics", action="store_true",
-                        help="search a topics file that `encode queries` did not record and that reads as query "
-                             "text (default: refuse it, docs/encoding.md)")
     return parser
 
 

@@ -166,6 +166,8 @@ def test_bad_inputs_are_one_line_and_create_nothing(sample, tmp_path):
          "no such PISA index folder"),
         (("search", "--index", tmp_path / "ix", "--topics", tmp_path / "q.tsv", "--output", tmp_path / "r"),
          "expected 'qid<TAB>terms repeated by impact'"),
+        (("search", "--index", tmp_path / "ix", "--topics", QUERIES, "--output", tmp_path / "r"),
+         "reads as query text"),
     ]
     for args, message in cases:
         with pytest.raises(InputError, match=re.escape(message)):
@@ -211,6 +213,9 @@ def test_bench_measures_engines_on_prefixes_resumes_and_refuses_bad_input(sample
         (["--engines", "elastic"], "'elastic' is not an engine bench measures"),
         (["--engines", "bm25", "--text-queries", ""], "engine bm25 searches the queries' text"),
         (["--k", "ten"], "--k: expected numbers separated by commas"),
+        (["--queries", QUERIES], "reads as query text"),
+        (["--text-queries", sample / "queries.tsv"], "holds queries already encoded"),
+        (["--vectors", sample / "lucene"], "no .jsonl/.json shards in it"),
     ]
     for extra, message in cases:
         refused = run_tool("bench", *args, *extra)

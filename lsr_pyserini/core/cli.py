@@ -59,6 +59,23 @@ def quiet_messages(quiet: bool) -> None:
     _MESSAGES.quiet = quiet
 
 
+def add_impact_search_arguments(search, engine: str, index_help: str) -> None:
+    """The flags every `ENGINE search` over an index of the shards shares (Seismic, PISA): the index,
+    the impact query TSV `encode queries` wrote, the run to write and how."""
+    from .options import positive_int
+
+    search.add_argument("--index", required=True, help=index_help)
+    search.add_argument("--topics", required=True, help="query TSV from `encode queries` (terms repeated by impact)")
+    search.add_argument("--output", required=True, help="TREC run to write")
+    search.add_argument("--overwrite", action="store_true", help="replace an existing run file (default: refuse)")
+    search.add_argument("--hits", type=positive_int, default=1000, help="documents per query (default: 1000)")
+    search.add_argument("--threads", type=positive_int, default=1, help="queries searched in parallel (default: 1)")
+    search.add_argument("--tag", default=engine, help=f"run tag (default: {engine})")
+    search.add_argument("--unrecorded-topics", action="store_true",
+                        help="search a topics file that `encode queries` did not record and that reads as query "
+                             "text (default: refuse it, docs/encoding.md)")
+
+
 def warn(message: str) -> None:
     """A command's own warning: one `warning: MESSAGE` line on stderr (none with `--quiet`). Library
     modules log instead (`logging.getLogger(__name__).warning(...)`)."""
