@@ -181,6 +181,9 @@ def test_no_removal_outside_the_one_helper():
         ("core/writer.py", "path.unlink()"),  # a shard its manifest recorded, found damaged
         ("lucene.py", "temporary.unlink("),  # its own hidden temporary run file
         ("lucene.py", "record.unlink("),  # its own INDEX.lsr.json, stale once the index is rebuilt
+        ("stores/pisa.py", "(building / scratch).unlink()"),  # PISA's uncompressed copy in its building folder
+        ("bench.py", "shutil.rmtree("),  # its own scratch: a prefix or an index its record says is unfinished
+        ("bench.py", ".rename("),  # a prefix or BMP index it built aside, renamed into --work when complete
     }
     pattern = re.compile(r"rmtree|\.unlink\(|os\.replace|os\.rename|\.rename\(|os\.remove|\.rmdir\(")
     package = REPO / "lsr_pyserini"

@@ -55,8 +55,8 @@ def encoded_at(threads: int, inputs, out) -> dict[str, bytes | dict]:
 
 def test_encoding_is_byte_identical_at_1_and_2_threads(inputs, tmp_path):
     one, two = encoded_at(1, inputs, tmp_path / "1"), encoded_at(2, inputs, tmp_path / "2")
-    assert sorted(one) == ["manifest", "queries.tsv", "vectors/part-00000.jsonl", "vectors/part-00001.jsonl",
-                           "vectors/part-00002.jsonl", "vectors/part-00003.jsonl"]
+    assert sorted(one) == ["manifest", "queries.tsv", "queries.tsv.lsr.json", "vectors/part-00000.jsonl",
+                           "vectors/part-00001.jsonl", "vectors/part-00002.jsonl", "vectors/part-00003.jsonl"]
     assert one["manifest"]["documents_written"] == 32
     assert len(one["queries.tsv"].splitlines()) == 50 + len((SAMPLE / "queries.test.tsv").read_text().splitlines())
     for name in one:
