@@ -91,7 +91,8 @@ def describe_encoder(encoder: dict | None) -> str:
     return " ".join(parts)
 
 
-def _same(key: str, recorded, given) -> bool:
+def same_setting(key: str, recorded, given) -> bool:
+    """Whether a recorded document-side setting equals the query encoder's (models by their folder)."""
     if key != "model" or recorded == given:
         return recorded == given
     from .presets import resolve_model
@@ -102,10 +103,10 @@ def _same(key: str, recorded, given) -> bool:
         return False
 
 
-def other_encoder_key(documents: dict, queries: dict) -> str | None:
-    """The first setting of SAME_ENCODER both record and that differs (None: the same encoder)."""
-    for key in SAME_ENCODER:
-        if key in documents and key in queries and not _same(key, documents[key], queries[key]):
+def other_encoder_key(documents: dict, queries: dict, keys: tuple[str, ...] = SAME_ENCODER) -> str | None:
+    """The first setting of `keys` both record and that differs (None: the same encoder)."""
+    for key in keys:
+        if key in documents and key in queries and not same_setting(key, documents[key], queries[key]):
             return key
     return None
 

@@ -34,6 +34,7 @@ from typing import Callable
 import numpy as np
 
 from ..core.errors import InputError
+from ..core.topics import SAME_ENCODER, other_encoder_key
 from ..core.writer import manifest_path
 from ..core.hits import Run, TermMatch
 
@@ -41,8 +42,9 @@ IMPACTS, TEXT, VECTOR = "impacts", "text", "vector"
 ENGINES: dict[str, Callable[..., "Engine"]] = {}
 ENGINE_CLASSES: dict[str, type["Engine"]] = {}
 # what a query encoder and an index's documents must share for the query's terms to mean what the
-# documents' do (the settings of the document side alone, lengths and cuts, may differ)
-QUERY_SIDE = ("family", "model", "pooling")
+# documents' do (the settings of the document side alone, lengths and cuts, may differ): the topics
+# check's, one comparison for both
+QUERY_SIDE = SAME_ENCODER
 
 
 def register(name: str, kind: type["Engine"]):
@@ -56,28 +58,16 @@ def register(name: str, kind: type["Engine"]):
     return decorator
 
 
-def same_setting(key: str, recorded, given) -> bool:
-    """Whether a recorded document-side setting equals the query encoder's (models by their folder)."""
-    if key != "model" or recorded == given:
-        return recorded == given
-    from ..core.presets import resolve_model
-
-    try:
-        return Path(resolve_model(str(recorded))).resolve() == Path(resolve_model(str(given))).resolve()
-    except InputError:
-        return False
-
-
 def refuse_other_encoder(recorded: dict | None, settings: dict, where: str, keys: tuple[str, ...] = QUERY_SIDE) -> None:
     """One line when the query encoder's `settings` differ from the documents' `recorded` encoder in a
     setting of `keys` (nothing to check where an index records no encoder, or for queries given
     already encoded)."""
     if not recorded or settings.get("family") == ENCODED:
         return
-    for key in keys:
-        if key in recorded and key in settings and not same_setting(key, recorded[key], settings[key]):
-            raise InputError(f"{where}: its documents were encoded with {key} {recorded[key]!r}, not "
-                             f"{settings[key]!r}: search it with the encoder of its documents")
+    key = other_encoder_key(recorded, settings, keys)
+    if key is not None:
+        raise InputError(f"{where}: its documents were encoded with {key} {recorded[key]!r}, not "
+                         f"{settings[key]!r}: search it with the encoder of its documents")
 
 
 ENCODED = "encoded"  # the family of queries given already encoded (`search --encoded`): nothing to check
