@@ -10,7 +10,8 @@ nDCG@10 and MRR@10, in one table.
 
 SHARDS is the folder `encode corpus` wrote, Q.tsv the impact queries `encode queries` wrote with the
 same encoder. An engine is a name with options after colons: `lucene`, `pisa` (`pisa:algorithm=wand`),
-`seismic` (`seismic:query_cut=10:heap_factor=1.2`), `milvus`, `bm25` (Lucene BM25 over the shards'
+`seismic` (`seismic:query_cut=10:heap_factor=1.2`; build options `n_postings`, `summary_energy`,
+`centroid_fraction` and `max_fraction` build an index of their own), `milvus`, `bm25` (Lucene BM25 over the shards'
 text, queried with --text-queries), `bmp` (the BMP library, `pip install bmp`: `bmp:alpha=0.9`); the
 option `queries=N` searches only the first N queries with that engine (for slow ones).
 
@@ -41,7 +42,9 @@ from .core.options import positive_int
 
 BUILT = "bench-built.json"  # beside each index a bench built: its build command's wall seconds
 ENGINE_NAMES = ("lucene", "pisa", "seismic", "milvus", "bm25", "bmp")
-APPROXIMATE_OPTIONS = {"seismic": {"query_cut", "heap_factor"}, "bmp": {"alpha", "beta"}}
+# options given to the build command, not to the search; specs that differ in them build their own index
+BUILD_OPTIONS = {"seismic": {"n_postings": "--n-postings", "summary_energy": "--summary-energy",
+                             "centroid_fraction": "--centroid-fraction", "max_fraction": "--max-fraction"}}
 WARM_UP = 100  # untimed queries first at each depth: the JVM compiles Lucene's search after some (20 were too few)
 
 
@@ -63,13 +66,23 @@ class Spec:
         if self.name == "bmp":
             return all(float(self.options.get(key, 1.0)) >= 1.0 for key in ("alpha", "beta"))
         if self.name == "seismic":
-            return not self.options or (self.options.get("heap_factor", 1.0) == 1.0 and "query_cut" not in self.options)
+            return (self.options.get("heap_factor", 1.0) == 1.0 and "query_cut" not in self.options
+                    and "n_postings" not in self.options and self.options.get("summary_energy", 1.0) >= 1.0)
         return self.name != "bm25"
+
+    @property
+    def build_options(self) -> dict:
+        return {key: value for key, value in self.options.items() if key in BUILD_OPTIONS.get(self.name, {})}
+
+    @property
+    def search_options(self) -> dict:
+        return {key: value for key, value in self.options.items() if key not in BUILD_OPTIONS.get(self.name, {})}
 
     @property
     def index_key(self) -> str:
         """Specs that differ only in search options share one index."""
-        return self.name
+        built = "".join(f"_{key}-{value}" for key, value in sorted(self.build_options.items()))
+        return self.name + built
 
 
 def parse_spec(text: str) -> Spec:
@@ -229,7 +242,10 @@ def build_command(spec: Spec, shards: Path, index: Path, text: Path | None) -> l
         return [*python, "lsr_pyserini.lucene", "index", "--collection", "JsonCollection", "--input", str(text),
                 "--index", str(index), "--generator", "DefaultLuceneDocumentGenerator", "--threads", "2"]
     if spec.name in ("pisa", "seismic"):
-        return [*python, f"lsr_pyserini.{spec.name}", "index", "--input", str(shards), "--index", str(index), "--quiet"]
+        flags = [str(part) for key, value in sorted(spec.build_options.items())
+                 for part in (BUILD_OPTIONS[spec.name][key], value)]
+        return [*python, f"lsr_pyserini.{spec.name}", "index", "--input", str(shards), "--index", str(index), *flags,
+                "--quiet"]
     if spec.name == "milvus":
         return [*python, "lsr_pyserini.milvus", "index", "--input", str(shards), "--uri", str(index), "--collection",
                 "bench", "--quiet"]
@@ -277,7 +293,7 @@ def measure(spec: Spec, index: Path, queries_path: str, ks: list[int], runs: Pat
             max_queries: int | None) -> dict:
     """Search in a fresh process; its figures (and one TREC run per depth under `runs`)."""
     command = [sys.executable, "-m", "lsr_pyserini.bench", "--_worker", "measure", json.dumps({
-        "name": spec.name, "options": spec.options, "index": str(index), "queries": queries_path, "ks": ks,
+        "name": spec.name, "options": spec.search_options, "index": str(index), "queries": queries_path, "ks": ks,
         "runs": str(runs), "result": str(result), "max_queries": min(filter(None, (spec.queries, max_queries)),
                                                                        default=None)})]
     done = subprocess.run(command, capture_output=True, text=True)
@@ -482,6 +498,24 @@ def table(rows: list[dict], ks: list[int]) -> str:
 
 # -- the command ----------------------------------------------------------------------------------------
 
+def check_options(specs: list[Spec]) -> None:
+    """A misspelt option is refused before any build, not found by the search after it."""
+    from .engines import check_engine
+
+    for spec in specs:
+        if spec.name == "bmp":
+            unknown = sorted(set(spec.options) - {"alpha", "beta"})
+            if unknown:
+                raise InputError(f"--engines: {spec.label}: bmp has no option {unknown[0]!r} (options: alpha, beta)")
+            continue
+        try:
+            check_engine(spec.name, spec.search_options)
+        except InputError as error:
+            built = ", ".join(BUILD_OPTIONS.get(spec.name, {}))
+            raise InputError(f"--engines: {spec.label}: {error}" + (f"; build options: {built}" if built else "")) \
+                from None
+
+
 def check_inputs(args, specs: list[Spec], sizes: list[int] | None) -> tuple[dict | None, list, list[int]]:
     """Everything refused before any work: shards (one encoder's, complete), queries (the shards'
     encoder's, as the search commands check them), sizes, bm25's text."""
@@ -502,6 +536,7 @@ def check_inputs(args, specs: list[Spec], sizes: list[int] | None) -> tuple[dict
     too_large = [size for size in sizes if size > total]
     if too_large:
         raise InputError(f"--sizes: {too_large[0]:,} is larger than the collection ({total:,} documents in {folder})")
+    check_options(specs)
     if any(spec.name == "bm25" for spec in specs) and not args.text_queries:
         raise InputError("engine bm25 searches the queries' text: give --text-queries (qid<TAB>text)")
     for path in filter(None, (args.qrels, args.text_queries)):

@@ -189,12 +189,13 @@ def test_bench_measures_engines_on_prefixes_resumes_and_refuses_bad_input(sample
     at recall 1 of Lucene's top k, the JSON, table and plot; a second run measures nothing again."""
     work, out = tmp_path / "work", tmp_path / "bench.json"
     args = ["--vectors", sample / "vectors", "--queries", sample / "queries.tsv", "--qrels", SAMPLE / "qrels.test.trec",
-            "--text-queries", QUERIES, "--engines", "lucene,pisa,seismic,seismic:query_cut=1,bmp,bm25",
+            "--text-queries", QUERIES, "--engines",
+            "lucene,pisa,seismic,seismic:query_cut=1,seismic:n_postings=2:summary_energy=0.5,bmp,bm25",
             "--k", "3,10", "--sizes", "6,12", "--work", work, "--json", out, "--plot", tmp_path / "bench.png", "--quiet"]
     result = run_tool("bench", *args, check=True)
     report = json.loads(out.read_text())
     rows = {(row["engine"], row["size"]): row for row in report["rows"]}
-    assert len(rows) == 12 and report["reference"] == "lucene" and report["cpu"]
+    assert len(rows) == 14 and report["reference"] == "lucene" and report["cpu"]
     for (engine_label, size), row in rows.items():
         assert row["build_seconds"] > 0 and row["bytes"] > 0 and row["resident_bytes"] > 0, row
         assert row["k"]["10"]["p50_ms"] > 0 and row["k"]["3"]["p99_ms"] >= row["k"]["3"]["p50_ms"]
@@ -202,6 +203,10 @@ def test_bench_measures_engines_on_prefixes_resumes_and_refuses_bad_input(sample
             assert row["exact"] and row["k"]["3"]["recall"] == row["k"]["10"]["recall"] == 1.0, row
             assert row["ndcg_cut_10"] == rows[("lucene", size)]["ndcg_cut_10"]
     assert not rows[("seismic:query_cut=1", 12)]["exact"] and not rows[("bm25", 12)]["exact"]
+    pruned = rows[("seismic:n_postings=2:summary_energy=0.5", 12)]
+    assert not pruned["exact"] and (work / "indexes" / "seismic_n_postings-2_summary_energy-0.5-12").is_dir()
+    assert json.loads((work / "indexes" / "seismic_n_postings-2_summary_energy-0.5-12" / "seismic.json").read_text()
+                      )["build"]["n_postings_given"] == 2
     assert (work / "collections" / "6" / "part-00000.jsonl").is_file()  # the 6-document prefix
     assert json.loads((work / "collections" / "6.manifest.json").read_text())["settings"]["encoder"]["family"] == "splade"
     assert "growth exponent of p50 with size, pisa" in result.stdout and (tmp_path / "bench.png").stat().st_size > 0
@@ -211,6 +216,8 @@ def test_bench_measures_engines_on_prefixes_resumes_and_refuses_bad_input(sample
     cases = [
         (["--sizes", "13"], "--sizes: 13 is larger than the collection (12 documents"),
         (["--engines", "elastic"], "'elastic' is not an engine bench measures"),
+        (["--engines", "seismic:query_kut=3"], "seismic:query_kut=3: engine 'seismic' has no option 'query_kut'"),
+        (["--engines", "bmp:alfa=0.9"], "bmp has no option 'alfa'"),
         (["--engines", "bm25", "--text-queries", ""], "engine bm25 searches the queries' text"),
         (["--k", "ten"], "--k: expected numbers separated by commas"),
         (["--queries", QUERIES], "reads as query text"),
