@@ -91,7 +91,7 @@ def parameter_message(problem: dict) -> str:
     location = problem.get("loc", ())
     name, kind, limits = str(location[-1]) if location else "query", problem.get("type", ""), problem.get("ctx") or {}
     said = "Path parameter" if location[:1] == ("path",) else "Parameter"
-    if kind == "missing" or (name == "query" and kind in ("string_too_short", "string_blank")):
+    if kind == "missing" or (name == "query" and kind in ("string_too_short", "too_short", "string_blank")):
         return f"{said} '{name}' is required"
     if kind in ("int_parsing", "int_type", "int_from_float"):
         return f"{said} '{name}' must be an integer"
@@ -99,9 +99,11 @@ def parameter_message(problem: dict) -> str:
         return f"{said} '{name}' must be positive"
     if kind == "less_than_equal":
         return f"{said} '{name}' must be at most {limits.get('le')}"
-    if kind == "string_too_long":
+    if kind == "bool_parsing":
+        return f"{said} '{name}' must be 'true' or 'false'"
+    if kind in ("string_too_long", "too_long"):
         return f"{said} '{name}' must be at most {limits.get('max_length')} characters"
-    return f"{said} '{name}' {problem.get('msg', 'is invalid')}"
+    return f"{said} '{name}': {problem.get('msg', 'invalid')}"
 
 
 def refused(err: Exception) -> JSONResponse | None:
