@@ -112,7 +112,8 @@ def test_search_and_doc_answer_pyserini_2s_models_with_the_searchers_hits(client
     docid = expected[0].docid
     assert client.doc("sample", docid)["doc"] == searcher.doc(docid)
     assert client.doc("sample", docid, max_doc_length=7)["doc"] == searcher.doc(docid)[:7]
-    assert json.loads(client.doc("sample", docid, parse="false")["doc"]) == {"id": docid, "contents": searcher.doc(docid)}
+    as_json = client.doc("sample", docid, parse="false")["doc"]
+    assert json.loads(as_json) == {"id": docid, "contents": searcher.doc(docid)}
     bm25 = client.search("sample-bm25", "inverted index for search engines", hits=3)
     assert bm25["candidates"] and all(hit["doc"] for hit in bm25["candidates"])
 

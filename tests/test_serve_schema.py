@@ -1,7 +1,8 @@
 """The REST API against its own OpenAPI schema (schemathesis), as served by a running service: for
-every operation (Pyserini 1.6's routes and Pyserini 2's), generated requests (its examples, coverage cases and fuzzed ones, valid and
-invalid) never get a 5xx, and every answer is one the schema documents (status code, content type,
-headers, body), invalid requests are refused and valid ones accepted."""
+every operation (Pyserini 1.6's routes and Pyserini 2's), generated requests (its examples,
+coverage cases and fuzzed ones, valid and invalid) never get a 5xx, and every answer is one the
+schema documents (status code, content type, headers, body), invalid requests are refused and
+valid ones accepted."""
 from __future__ import annotations
 
 import pytest

@@ -7,8 +7,8 @@
 Every model and index is loaded and warmed before /readyz says ready (/healthz answers at once).
 Concurrent queries to one index are micro-batched (--max-batch, --max-wait-ms, --queue-size); a
 full queue answers 503 with Retry-After. It binds 127.0.0.1 unless told otherwise; any other
-address needs --api-key-file (clients send `Authorization: Bearer KEY`) or an explicit
---insecure-no-auth. SIGTERM stops accepting, finishes the requests in flight and exits 0.
+address needs --api-key-file (clients send `Authorization: Bearer KEY` or `X-API-Key: KEY`) or
+an explicit --insecure-no-auth. SIGTERM stops accepting, finishes the requests in flight and exits 0.
 """
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     bind = parser.add_argument_group("binding and keys")
     bind.add_argument("--host", help="address to bind (default: 127.0.0.1)")
     bind.add_argument("--port", type=int, help="port (default: 8000; 0 picks a free one)")
-    bind.add_argument("--api-key-file", help="file holding the API key; requests carry 'Authorization: Bearer KEY'; "
+    bind.add_argument("--api-key-file", help="file holding the API key; requests carry 'Authorization: Bearer KEY' or "
+                                             "'X-API-Key: KEY'; "
                                              "admin routes need it")
     bind.add_argument("--insecure-no-auth", action="store_true", default=None,
                       help="serve a non-loopback address without keys (prints a warning)")

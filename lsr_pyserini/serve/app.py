@@ -1,6 +1,6 @@
-"""The service as one ASGI app: the REST routes (Pyserini 1.6's and Pyserini 2's), the MCP tools at /mcp and the page at /, over one
-backend that loads (and warms) its indexes in a thread once the server is up, so /healthz answers
-while /readyz waits for them."""
+"""The service as one ASGI app: the REST routes (Pyserini 1.6's and Pyserini 2's), the MCP tools
+at /mcp and the page at /, over one backend that loads (and warms) its indexes in a thread once the
+server is up, so /healthz answers while /readyz waits for them."""
 from __future__ import annotations
 
 import contextlib

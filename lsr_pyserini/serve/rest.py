@@ -12,9 +12,9 @@ both do) over the backend, plus explanations, a batch route, health, readiness a
 
 Every refusal is JSON `{"detail": message, "field": name-or-null}`: 400 (a body that is not text),
 401 (a missing or wrong key, sent as `Authorization: Bearer KEY` or `X-API-Key: KEY`; admin routes
-of a service without keys), 404 (unknown index or document), 413 (body), 415 (a body declared as another type than JSON), 422 (a field out of bounds,
-a query of white space alone, or a body not JSON: `body`, with the line and column), 503 (queue
-full or still loading, with Retry-After).
+of a service without keys), 404 (unknown index or document), 413 (body), 415 (a body declared as
+another type than JSON), 422 (a field out of bounds, a query of white space alone, or a body not
+JSON: `body`, with the line and column), 503 (queue full or still loading, with Retry-After).
 """
 
 import hmac
