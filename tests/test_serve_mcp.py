@@ -12,7 +12,8 @@ from service import Service, sample_queries
 
 pytestmark = pytest.mark.xdist_group("serve")  # one worker: the sample indexes built once
 
-TOOLS = {"search", "get_document", "list_indexes", "get_index", "explain"}
+TOOLS = {"search", "get_document", "list_indexes", "get_index", "explain", "fuse_search_results", "get_qrels",
+         "eval_hits"}
 MAX_HITS, MAX_QUERY_CHARS = 50, 300
 
 
@@ -29,7 +30,10 @@ def backend(indexes):
     from lsr_pyserini.serve.backend import Backend
     from lsr_pyserini.serve.config import build_config, index_spec
 
-    specs = [index_spec("sample", {"index": str(indexes["splade"]), "encoder": "splade-tiny"}, "test"),
+    from conftest import SAMPLE
+
+    specs = [index_spec("sample", {"index": str(indexes["splade"]), "encoder": "splade-tiny",
+                                   "qrels": str(SAMPLE / "qrels.test.trec")}, "test"),
              index_spec("sample-bm25", {"index": str(indexes["bm25"])}, "test")]
     backend = Backend(build_config(specs, {"max_hits": MAX_HITS, "max_query_chars": MAX_QUERY_CHARS}))
     backend.load()
@@ -94,6 +98,13 @@ def test_tools_are_listed_with_pyserini_arguments_and_the_service_bounds(backend
     assert set(schema["list_indexes"]) == {"index_type"}
     assert set(schema["get_index"]) == {"index_name"}
     assert set(schema["explain"]) == {"query", "index_name", "docids", "k"}
+    # Pyserini 2.3's (pyserini/server/mcp/tools.py): the same argument names and defaults
+    assert set(schema["fuse_search_results"]) == {"results1", "results2", "hits"}
+    assert schema["fuse_search_results"]["hits"]["default"] == 10
+    assert set(schema["get_qrels"]) == {"index_name", "query_id"}
+    assert set(schema["eval_hits"]) == {"index_name", "metric", "query_id", "hits", "cutoff"}
+    assert schema["eval_hits"]["cutoff"]["default"] == 10
+    assert set(schema["eval_hits"]["metric"]["enum"]) == {"ndcg", "recall", "map", "recip_rank"}
     assert schema["search"]["k"]["maximum"] == MAX_HITS and schema["search"]["k"]["minimum"] == 1
     assert all(tool.annotations.read_only_hint for tool in tools.values())
 
@@ -154,6 +165,59 @@ def test_explain_terms_sum_to_the_score_and_docids_explain_the_same(backend, sea
         assert hit["terms"] == by_docid[hit["docid"]]["terms"]
 
 
+def test_fuse_search_results_fuses_as_the_toolkit_and_orders_as_pyserini(backend):
+    from lsr_pyserini.core.fusion import fuse
+
+    results1 = [{"docid": "a", "score": 12.0}, {"docid": "b", "score": 9.5}, {"docid": "c", "score": 3.0}]
+    results2 = [{"docid": "c", "score": 0.91}, {"docid": "d", "score": 0.55}, {"docid": "a", "score": 0.2},
+                {"docid": "e", "score": 0.1}]
+    fused, top2, one_empty = calls(backend, ("fuse_search_results", {"results1": results1, "results2": results2}),
+                                   ("fuse_search_results", {"results1": results1, "results2": results2, "hits": 2}),
+                                   ("fuse_search_results", {"results1": results1, "results2": []}))
+    runs = [{"q": [(hit["docid"], hit["score"]) for hit in hits]} for hits in (results1, results2)]
+    assert [(hit["docid"], hit["score"]) for hit in fused] == fuse(runs, method="minmax")["q"]
+    assert top2 == fused[:2]
+    assert [hit["docid"] for hit in one_empty] == ["a", "b", "c"]
+
+    def pyserini(hits1, hits2):  # HybridSearcher._hybrid_results(results1, results2, 1, k, normalization=True)
+        first, second = ({hit["docid"]: hit["score"] for hit in hits} for hits in (hits1, hits2))
+        low1, high1, low2, high2 = min(first.values()), max(first.values()), min(second.values()), max(second.values())
+        return {doc: (first.get(doc, low1) - (low1 + high1) / 2) / (high1 - low1)
+                + (second.get(doc, low2) - (low2 + high2) / 2) / (high2 - low2) for doc in first.keys() | second.keys()}
+
+    theirs = pyserini(results1, results2)
+    assert [hit["docid"] for hit in fused] == sorted(theirs, key=lambda doc: -theirs[doc])
+    assert [hit["score"] for hit in fused] == pytest.approx([(theirs[hit["docid"]] + 1) / 2 for hit in fused])
+
+
+def test_get_qrels_and_eval_hits_read_the_indexs_qrels(backend, searchers):
+    import math
+
+    from conftest import SAMPLE
+    from lsr_pyserini.core.readers import read_qrels
+
+    judged = read_qrels(str(SAMPLE / "qrels.test.trec"))["q5"]  # two relevant documents
+    text = dict(sample_queries())["q5"]
+    hits = {hit.docid: hit.score for hit in searchers["sample"].search(text, k=10)}
+    ranked = sorted(hits, key=lambda doc: -hits[doc])
+    qrels, unjudged, ndcg, recall, rr, ap = calls(
+        backend, ("get_qrels", {"index_name": "sample", "query_id": "q5"}),
+        ("get_qrels", {"index_name": "sample", "query_id": "q404"}),
+        ("eval_hits", {"index_name": "sample", "metric": "ndcg", "query_id": "q5", "hits": hits}),
+        ("eval_hits", {"index_name": "sample", "metric": "recall", "query_id": "q5", "hits": hits, "cutoff": 3}),
+        ("eval_hits", {"index_name": "sample", "metric": "recip_rank", "query_id": "q5", "hits": hits, "cutoff": 5}),
+        ("eval_hits", {"index_name": "sample", "metric": "map", "query_id": "q5", "hits": hits}))
+    assert qrels == {docid: str(relevance) for docid, relevance in judged.items()} and unjudged == {}
+    relevant = [rank for rank, doc in enumerate(ranked, 1) if judged.get(doc, 0) > 0]
+    ideal = sum(1 / math.log2(rank + 1) for rank in range(1, len(judged) + 1))
+    assert ndcg == pytest.approx(sum(1 / math.log2(rank + 1) for rank in relevant if rank <= 10) / ideal, abs=1e-4)
+    assert recall == pytest.approx(sum(rank <= 3 for rank in relevant) / len(judged), abs=1e-4)
+    assert rr == pytest.approx(1 / relevant[0] if relevant and relevant[0] <= 5 else 0.0, abs=1e-4)
+    assert ap == pytest.approx(sum(position / rank for position, rank in enumerate(relevant, 1)) / len(judged),
+                               abs=1e-4)
+    assert 0 < ndcg <= 1 and relevant, "the sample's query finds a relevant document"
+
+
 def test_refusals_are_one_line_tool_errors(backend, searchers):
     from fastmcp.exceptions import ToolError
 
@@ -178,6 +242,20 @@ def test_refusals_are_one_line_tool_errors(backend, searchers):
         "no query": (("search", {}), "query: "),
         "unknown kind": (("list_indexes", {"index_type": "faiss"}), "index_type: "),
         "no docids": (("explain", {"query": "x", "docids": []}), "docids: "),
+        "unknown metric": (("eval_hits", {"index_name": "sample", "metric": "P", "query_id": "q5",
+                                          "hits": {docid: 1.0}}), "metric: "),
+        "no qrels (eval)": (("eval_hits", {"index_name": "sample-bm25", "metric": "ndcg", "query_id": "q5",
+                                           "hits": {docid: 1.0}}), "index 'sample-bm25': no qrels configured"),
+        "no qrels (get)": (("get_qrels", {"index_name": "sample-bm25", "query_id": "q5"}), "no qrels configured"),
+        "unknown index (qrels)": (("get_qrels", {"index_name": "nope", "query_id": "q5"}), "not served here"),
+        "unjudged query": (("eval_hits", {"index_name": "sample", "metric": "ndcg", "query_id": "q404",
+                                          "hits": {docid: 1.0}}), "query 'q404': not judged"),
+        "cutoff 0": (("eval_hits", {"index_name": "sample", "metric": "ndcg", "query_id": "q5",
+                                    "hits": {docid: 1.0}, "cutoff": 0}), "cutoff: "),
+        "docid with a space": (("eval_hits", {"index_name": "sample", "metric": "ndcg", "query_id": "q5",
+                                              "hits": {"a b": 1.0}}), "hits."),
+        "fuse hits 0": (("fuse_search_results", {"results1": [], "results2": [], "hits": 0}), "hits: "),
+        "fuse no score": (("fuse_search_results", {"results1": [{"docid": "a"}], "results2": []}), "results1.0.score"),
     }
     results = calls(backend, *[request for request, _ in refusals.values()])
     for (case, (_, message)), result in zip(refusals.items(), results):
@@ -242,6 +320,9 @@ def test_mcp_over_http_needs_the_services_key(indexes, tmp_path):
             assert refused.status_code == 401, refused.text
             assert refused.headers["www-authenticate"] == "Bearer"
             assert refused.json()["field"] == "authorization"
+        # X-API-Key, as Pyserini 2's clients send it, opens /mcp as a bearer token does
+        listed = httpx.post(f"{service.url}/mcp", json=listing, headers={**accept, "X-API-Key": key}, timeout=30)
+        assert listed.status_code == 200 and '"fuse_search_results"' in listed.text, listed.text
 
         async def session(url):
             async with Client(StreamableHttpTransport(url, auth=key)) as client:

@@ -6,13 +6,16 @@ from __future__ import annotations
 import math
 import os
 import subprocess
+import tempfile
 from collections import Counter
 from pathlib import Path
 
 from .errors import InputError
+from .fusion import sort_ranking
 from .java import JavaNotFound, anserini_jar, configure_environment
 from .outputs import folder_bytes
 from .readers import read_qrels, read_queries, read_run
+from .writer import run_lines
 
 # (key in JSON/CSV, label on screen)
 METRICS = [("ndcg_cut_10", "nDCG@10"), ("mrr_10", "MRR@10"), ("recall_100", "R@100"), ("recall_1000", "R@1000")]
@@ -70,6 +73,37 @@ def evaluate_run(qrels_path: str, run_path: str) -> dict[str, dict[str, float]]:
         for qid in judged:
             per_query.setdefault(qid, 0.0)
     return values
+
+
+# One query's metric at a cutoff, as Pyserini 2.3's MCP tool eval_hits asks trec_eval for it
+# (pyserini/server/utils.py EVAL_METRICS, pyserini/server/mcp/extension.py eval_hits):
+# name -> (trec_eval's arguments for the cutoff, the measure's name in its output)
+CUTOFF_METRICS = {
+    "ndcg": lambda cutoff: (["-m", f"ndcg_cut.{cutoff}"], f"ndcg_cut_{cutoff}"),
+    "recall": lambda cutoff: (["-m", f"recall.{cutoff}"], f"recall_{cutoff}"),
+    "map": lambda cutoff: (["-M", str(cutoff), "-m", "map"], "map"),
+    "recip_rank": lambda cutoff: (["-M", str(cutoff), "-m", "recip_rank"], "recip_rank"),
+}
+
+
+def evaluate_ranking(qrels_path: str, qid: str, scores: dict[str, float], metric: str, cutoff: int = 10) -> float:
+    """`metric` (a key of CUTOFF_METRICS) at `cutoff` of one query's documents `{docid: score}`,
+    by trec_eval against `qrels_path`; 0.0 for no documents."""
+    if metric not in CUTOFF_METRICS:
+        raise InputError(f"metric {metric!r}: not one of {', '.join(CUTOFF_METRICS)}")
+    if cutoff < 1:
+        raise InputError(f"cutoff {cutoff}: must be 1 or more")
+    if not scores:
+        return 0.0
+    arguments, measure = CUTOFF_METRICS[metric](cutoff)
+    handle, run_path = tempfile.mkstemp(prefix="lsr-pyserini-eval-", suffix=".trec", text=True)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as run:
+            run.writelines(run_lines({qid: sort_ranking(scores)}, "hits"))
+        output = _trec_eval(["-c", "-q", *arguments, qrels_path, run_path])
+    finally:
+        os.remove(run_path)
+    return _parse_per_query(output, {measure: metric}).get(metric, {}).get(qid, 0.0)
 
 
 def paired_p_value(baseline: dict[str, float], other: dict[str, float]) -> float | None:

@@ -7,8 +7,8 @@
 Every model and index is loaded and warmed before /readyz says ready (/healthz answers at once).
 Concurrent queries to one index are micro-batched (--max-batch, --max-wait-ms, --queue-size); a
 full queue answers 503 with Retry-After. It binds 127.0.0.1 unless told otherwise; any other
-address needs --api-key-file (clients send `Authorization: Bearer KEY`) or an explicit
---insecure-no-auth. SIGTERM stops accepting, finishes the requests in flight and exits 0.
+address needs --api-key-file (clients send `Authorization: Bearer KEY` or `X-API-Key: KEY`) or
+an explicit --insecure-no-auth. SIGTERM stops accepting, finishes the requests in flight and exits 0.
 """
 from __future__ import annotations
 
@@ -41,10 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     one.add_argument("--store", help="the re-ranker's store")
     one.add_argument("--interpolate", type=float_in(0, 1), help="weight of the re-ranker in a fusion with the first stage")
     one.add_argument("--candidates", type=positive_int, help="first-stage candidates re-ranked (default: 1000)")
+    one.add_argument("--qrels", help="TREC qrels judging the index's queries, for the MCP tools get_qrels and "
+                                     "eval_hits (default: none)")
     bind = parser.add_argument_group("binding and keys")
     bind.add_argument("--host", help="address to bind (default: 127.0.0.1)")
     bind.add_argument("--port", type=int, help="port (default: 8000; 0 picks a free one)")
-    bind.add_argument("--api-key-file", help="file holding the API key; requests carry 'Authorization: Bearer KEY'; "
+    bind.add_argument("--api-key-file", help="file holding the API key; requests carry 'Authorization: Bearer KEY' or "
+                                             "'X-API-Key: KEY'; "
                                              "admin routes need it")
     bind.add_argument("--insecure-no-auth", action="store_true", default=None,
                       help="serve a non-loopback address without keys (prints a warning)")
@@ -74,7 +77,7 @@ def config_from(args):
     """The ServiceConfig of the flags (over a config file's values)."""
     if args.config:
         specs, settings = read_config(args.config)
-        given = [flag for flag in ("encoder", "engine", "reranker", "store", "interpolate", "candidates")
+        given = [flag for flag in ("encoder", "engine", "reranker", "store", "interpolate", "candidates", "qrels")
                  if getattr(args, flag) is not None] + (["engine_option"] if args.engine_option else [])
         if given:
             raise InputError(f"--{given[0].replace('_', '-')} belongs in the config file's index entry with --config")
@@ -84,7 +87,7 @@ def config_from(args):
             raise InputError(f"--index {args.index!r}: expected NAME=PATH")
         entry = {"index": path, "encoder": args.encoder, "engine": args.engine, "reranker": args.reranker,
                  "store": args.store, "interpolate": args.interpolate, "candidates": args.candidates,
-                 "engine_options": dict(args.engine_option) or None}
+                 "engine_options": dict(args.engine_option) or None, "qrels": args.qrels}
         specs, settings = [index_spec(name, entry, "--index")], {}
     for key in SERVICE_KEYS:
         value = getattr(args, key, None)

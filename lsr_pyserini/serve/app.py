@@ -1,6 +1,6 @@
-"""The service as one ASGI app: the REST routes, the MCP tools at /mcp and the page at /, over one
-backend that loads (and warms) its indexes in a thread once the server is up, so /healthz answers
-while /readyz waits for them."""
+"""The service as one ASGI app: the REST routes (Pyserini 1.6's and Pyserini 2's), the MCP tools
+at /mcp and the page at /, over one backend that loads (and warms) its indexes in a thread once the
+server is up, so /healthz answers while /readyz waits for them."""
 from __future__ import annotations
 
 import contextlib
@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from .backend import Backend
 from .rest import Refusal, check_key, create_app, refusal_body
+from .rest2 import add_routes
 
 logger = logging.getLogger(__name__)
 MCP_PATH = "/mcp"
@@ -67,6 +68,7 @@ def build_app(backend: Backend, load: bool = True, on_load_failure=None, access_
                 backend.close()
 
     app = create_app(backend, lifespan=lifespan)
+    add_routes(app, backend)  # Pyserini 2's and Anserini's GET routes, after the Pyserini 1.6 routes
     if mcp_app is not None:
         endpoint = McpEndpoint(mcp_app, backend.config)
         for path in (MCP_PATH, MCP_PATH + "/"):  # both answer: no redirect for clients to follow
@@ -96,9 +98,9 @@ class McpEndpoint:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
-            headers = {key.lower(): value for key, value in scope["headers"]}
+            headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
             try:
-                check_key(self.config, headers.get(b"authorization", b"").decode("latin-1"))
+                check_key(self.config, headers)
             except Refusal as err:
                 return await refusal_body(err.status, err.detail, err.field, err.headers)(scope, receive, send)
             if scope["path"].endswith("/"):  # /mcp/ is fastmcp's /mcp

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 
 from ..api import Searcher
 from ..core.errors import InputError, NotFound
+from ..core.evaluation import evaluate_ranking
 from ..core.hits import Hit, run_precision
 from ..core.outputs import folder_bytes
+from ..core.readers import read_qrels
 from ..engines.base import VECTOR
 from .batching import Closed, MicroBatcher, Overloaded
 from .config import IndexSpec, ServiceConfig
@@ -72,6 +74,8 @@ class Backend:
         self.config = config
         self._slots: dict[str, Slot] = {}
         self._reload_locks = {spec.name: threading.Lock() for spec in config.indexes}
+        # read at start-up, so that a malformed line is refused (naming the file and line) before serving
+        self._qrels = {spec.name: read_qrels(spec.qrels) for spec in config.indexes if spec.qrels}
         self.ready = False
         self.error: str | None = None
 
@@ -146,9 +150,13 @@ class Backend:
     def names(self) -> list[str]:
         return [spec.name for spec in self.config.indexes]
 
-    def slot(self, name: str) -> Slot:
+    def known(self, name: str) -> None:
+        """NotFound unless `name` is a served index."""
         if name not in self._reload_locks:
             raise NotFound(f"index {name!r}: not served here (served: {', '.join(self.names())})")
+
+    def slot(self, name: str) -> Slot:
+        self.known(name)
         if not self.ready:
             raise NotReady()
         return self._slots[name]
@@ -178,6 +186,20 @@ class Backend:
             missing.field = "docid"
             raise missing
         return {"id": docid, "contents": text}
+
+    # ---- judging (the index entry's qrels; nothing here needs the index loaded)
+    def qrels(self, name: str) -> dict[str, dict[str, int]]:
+        """The index's configured qrels, {qid: {docid: relevance}} (InputError where none is configured)."""
+        self.known(name)
+        if name not in self._qrels:
+            raise InputError(f"index {name!r}: no qrels configured (an index entry's 'qrels: PATH', or --qrels)")
+        return self._qrels[name]
+
+    def evaluate(self, name: str, metric: str, qid: str, scores: dict[str, float], cutoff: int) -> float:
+        """`metric`@`cutoff` of one query's `{docid: score}` against the index's qrels (trec_eval)."""
+        if qid not in self.qrels(name):
+            raise InputError(f"query {qid!r}: not judged in the qrels of index {name!r}")
+        return evaluate_ranking(self.config.index(name).qrels, qid, scores, metric, cutoff)
 
     # ---- searching
     def submit(self, name: str, texts: list[str], hits: int, explain: bool):

@@ -7,6 +7,7 @@ from a YAML file:
         index: indexes/scifact-splade-tiny
         encoder: splade-tiny
         engine: lucene               # optional: chosen from the index as Searcher does
+        qrels: qrels/scifact-test.txt  # optional: the MCP tools get_qrels and eval_hits read it
       scifact-bm25:
         index: indexes/scifact-bm25
     service:                         # optional; every key has a default (SERVICE_DEFAULTS)
@@ -27,16 +28,21 @@ from ..core.options import checked, int_in, non_negative_float, positive_int
 
 INDEX_KEYS = ("index", "encoder", "engine", "engine_options", "reranker", "store", "interpolate", "fusion",
               "candidates", "reranker_options", "encoder_options", "device", "dtype")
+SERVICE_ONLY_KEYS = ("qrels",)  # an index entry's keys that are the service's, not Searcher's
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# /v1/indexes/... are the Pyserini 1.6 routes: an index of this name would be their twin under /v1/{index}/...
+RESERVED_NAMES = ("indexes",)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclass(frozen=True)
 class IndexSpec:
-    """One served index: its name and the `Searcher` keyword arguments that open it."""
+    """One served index: its name, the `Searcher` keyword arguments that open it and the TREC
+    qrels file that judges its queries (None: none configured)."""
 
     name: str
     searcher: dict
+    qrels: str | None = None
 
     @property
     def path(self) -> str:
@@ -79,14 +85,21 @@ SERVICE_KEYS = tuple(f.name for f in fields(ServiceConfig) if f.name not in ("in
 def index_spec(name: str, settings: dict, where: str) -> IndexSpec:
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise InputError(f"{where}: index name {name!r}: letters, digits, '.', '_' and '-' only (at most 64)")
+    if name in RESERVED_NAMES:
+        raise InputError(f"{where}: index name {name!r} is taken by the routes /v1/{name}/...: choose another name")
+    known = INDEX_KEYS + SERVICE_ONLY_KEYS
     if not isinstance(settings, dict):
-        raise InputError(f"{where}: index {name!r}: expected a mapping of {', '.join(INDEX_KEYS)}")
-    unknown = sorted(set(settings) - set(INDEX_KEYS))
+        raise InputError(f"{where}: index {name!r}: expected a mapping of {', '.join(known)}")
+    unknown = sorted(set(settings) - set(known))
     if unknown:
-        raise InputError(f"{where}: index {name!r}: unknown key {unknown[0]!r} (known: {', '.join(INDEX_KEYS)})")
+        raise InputError(f"{where}: index {name!r}: unknown key {unknown[0]!r} (known: {', '.join(known)})")
     if not settings.get("index"):
         raise InputError(f"{where}: index {name!r}: 'index' (the index folder) is required")
-    return IndexSpec(name, {key: value for key, value in settings.items() if value is not None})
+    qrels = settings.get("qrels")
+    if qrels is not None and (not isinstance(qrels, str) or not qrels):
+        raise InputError(f"{where}: index {name!r}: 'qrels' must be the path of a TREC qrels file")
+    return IndexSpec(name, {key: value for key, value in settings.items()
+                            if value is not None and key not in SERVICE_ONLY_KEYS}, qrels)
 
 
 def read_config(path: str) -> tuple[list[IndexSpec], dict]:
@@ -112,6 +125,8 @@ def read_config(path: str) -> tuple[list[IndexSpec], dict]:
                                           for part in str(spec.searcher["index"]).split(","))
         if spec.searcher.get("store"):
             spec.searcher["store"] = str(file.parent / spec.searcher["store"])
+        if spec.qrels:
+            spec = replace(spec, qrels=str(file.parent / spec.qrels))
         specs.append(spec)
     service = loaded.get("service") or {}
     if not isinstance(service, dict):
@@ -136,6 +151,8 @@ def build_config(specs: list[IndexSpec], settings: dict) -> ServiceConfig:
         for path in spec.path.split(","):
             if not Path(path).exists() and not is_remote(path):  # a Milvus server's address is checked on loading
                 raise InputError(f"index {spec.name!r}: {path}: no such index folder")
+        if spec.qrels is not None and not Path(spec.qrels).is_file():
+            raise InputError(f"index {spec.name!r}: qrels {spec.qrels}: no such file")
     config = ServiceConfig(indexes=tuple(specs), **values)
     if config.api_key_file:
         try:

@@ -7,6 +7,17 @@ argument names for what both do) over the backend the REST routes use, plus `exp
     get_index(index_name)                    the index's status (as GET /v1/indexes/{name}/status)
     explain(query, index_name, docids | k)   [{docid, rank, score, explained, terms: [{term,
                                              query_weight, document_weight, contribution}]}]
+    fuse_search_results(results1, results2, hits)          [{docid, score}]
+    get_qrels(index_name, query_id)                        {docid: relevance}
+    eval_hits(index_name, metric, query_id, hits, cutoff)  the metric's value
+
+The last three are Pyserini 2.3's (`pyserini/server/mcp/tools.py`, `extension.py`, `utils.py`
+EVAL_METRICS): the same names, argument names and defaults. fuse_search_results fuses with the
+toolkit's fusion (core/fusion.py): each document's score is the mean of its min-max normalised
+scores in the two lists (a list's lowest where it is absent); Pyserini's centred normalisation gives
+twice that less one, the same order. get_qrels and eval_hits read the qrels of the index's config
+entry (`qrels: PATH`); eval_hits runs trec_eval (core/evaluation.py) with Pyserini's arguments for
+ndcg, recall, map or recip_rank at the cutoff.
 
 Queries go through the backend's micro-batcher, as REST queries do, under the same bounds (k up to
 `max_hits`, queries up to `max_query_chars`). Every refusal is a ToolError of one line (an unknown
@@ -27,6 +38,8 @@ from pydantic import ValidationError as PydanticValidationError
 
 from .. import __version__
 from ..core.errors import InputError
+from ..core.evaluation import CUTOFF_METRICS
+from ..core.fusion import fuse
 from .backend import Backend, NotReady
 from .batching import Overloaded
 from .rest import TermContribution, is_union_tag
@@ -61,6 +74,13 @@ class ExplainedHit(BaseModel):
     first_stage_score: Optional[float] = Field(None, description="the first stage's score, when re-ranked")
     explained: str = Field(description="what the terms explain: 'score', or 'first_stage' for a re-ranked index")
     terms: list[TermContribution] = Field(description="the matching terms, largest contribution first")
+
+
+class ScoredDocument(BaseModel):
+    """A search result as Pyserini's fuse_search_results takes and gives it (its DenseSearchResult)."""
+
+    docid: str
+    score: float
 
 
 def refusal(message: str) -> ToolError:
@@ -183,6 +203,43 @@ def create_mcp(backend: Backend) -> FastMCP:
         explained = await anyio.to_thread.run_sync(backend.explain, index_name, text,
                                                    list(dict.fromkeys(docids)))
         return [ExplainedHit(**hit) for hit in explained]
+
+    DocId = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^\S+$")]
+    Score = Annotated[float, Field(allow_inf_nan=False)]
+    Results = Annotated[list[ScoredDocument], Field(
+        max_length=config.max_hits, description='search results, [{"docid": ..., "score": ...}]')]
+    QueryId = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^\S+$", description="a query's id")]
+    Cutoff = Annotated[int, Field(ge=1, le=config.max_hits, description="the rank cut-off")]
+
+    @mcp.tool(annotations=READ_ONLY)
+    @refusals
+    async def fuse_search_results(results1: Results, results2: Results, hits: K = 10) -> list[ScoredDocument]:
+        """Fuse two lists of search results (each [{docid, score}], of one query) into one, best
+        first: each document scores the mean of its min-max normalised scores in the two lists (a
+        list's lowest where the list lacks it). Returns the top `hits`."""
+        runs = [{"q": [(result.docid, result.score) for result in results]} for results in (results1, results2)]
+        fused = fuse(runs, method="minmax", depth=hits, names=["results1", "results2"])
+        return [ScoredDocument(docid=docid, score=score) for docid, score in fused["q"]]
+
+    @mcp.tool(annotations=READ_ONLY)
+    @refusals
+    async def get_qrels(index_name: IndexName, query_id: QueryId) -> dict[str, str]:
+        """The relevance judgements of a query for an index, {docid: relevance} ({} for a query not
+        judged); from the qrels file the index is configured with."""
+        return {docid: str(relevance) for docid, relevance in backend.qrels(index_name).get(query_id, {}).items()}
+
+    @mcp.tool(annotations=READ_ONLY)
+    @refusals
+    async def eval_hits(index_name: IndexName,
+                        metric: Annotated[Literal[tuple(CUTOFF_METRICS)], Field(
+                            description=f"the measure: {', '.join(CUTOFF_METRICS)}")],
+                        query_id: QueryId,
+                        hits: Annotated[dict[DocId, Score], Field(
+                            max_length=config.max_hits, description='the search results, {"docid": score}')],
+                        cutoff: Cutoff = 10) -> float:
+        """Evaluate one query's search results ({docid: score}) against the index's qrels with trec_eval:
+        ndcg, recall, map or recip_rank at the cutoff."""
+        return await anyio.to_thread.run_sync(backend.evaluate, index_name, metric, query_id, hits, cutoff)
 
     return mcp
 

@@ -1,5 +1,6 @@
-"""The REST front end: Pyserini's server routes (`pyserini.server.rest`, wire-compatible for what
-both do) over the backend, plus explanations, a batch route, health, readiness and admin reload.
+"""The REST front end: Pyserini 1.6's server routes (`pyserini.server.rest`, wire-compatible for what
+both do) over the backend, plus explanations, a batch route, health, readiness and admin reload
+(Pyserini 2's and Anserini's GET routes, with their own refusals, are in rest2.py).
 
     POST /v1/indexes/{name}/search     {"query", "hits", "qid", "explain"} -> {"query", "candidates", "took_ms"}
     POST /v1/indexes/{name}/batch      {"queries": [{"qid", "query"}], "hits", "explain"} -> {"results": [...]}
@@ -10,10 +11,10 @@ both do) over the backend, plus explanations, a batch route, health, readiness a
     GET  /healthz  /readyz  /docs  /redoc  /openapi.json  /   (the search page)
 
 Every refusal is JSON `{"detail": message, "field": name-or-null}`: 400 (a body that is not text),
-401 (a missing or wrong key; admin routes of a service without keys), 404 (unknown index or
-document), 413 (body), 415 (a body declared as another type than JSON), 422 (a field out of bounds,
-a query of white space alone, or a body not JSON: `body`, with the line and column), 503 (queue
-full or still loading, with Retry-After).
+401 (a missing or wrong key, sent as `Authorization: Bearer KEY` or `X-API-Key: KEY`; admin routes
+of a service without keys), 404 (unknown index or document), 413 (body), 415 (a body declared as
+another type than JSON), 422 (a field out of bounds, a query of white space alone, or a body not
+JSON: `body`, with the line and column), 503 (queue full or still loading, with Retry-After).
 """
 
 import hmac
@@ -169,15 +170,20 @@ def request_models(config: ServiceConfig):
     return search, batch
 
 
-def check_key(config: ServiceConfig, authorization: str) -> None:
-    """A 401 Refusal unless keys are off or `authorization` is `Bearer KEY` with this service's key
-    (the REST routes' dependency and the /mcp endpoint's check)."""
+def check_key(config: ServiceConfig, headers) -> None:
+    """A 401 Refusal unless keys are off, or the request's `headers` (a mapping with lower-case
+    names) carry this service's key as `Authorization: Bearer KEY` or as `X-API-Key: KEY` (either
+    one matching will do, as Pyserini 2's `pyserini/server/rest/app.py` `_extract_api_tokens`
+    reads them); the REST routes' dependency and the /mcp endpoint's check."""
     if config.api_key is None:
         return
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), config.api_key.encode()):
-        raise Refusal(401, "missing or wrong API key (Authorization: Bearer KEY)", "authorization",
-                      {"WWW-Authenticate": "Bearer"})
+    expected = config.api_key.encode()
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    offered = [headers.get("x-api-key", "").strip()] + ([token.strip()] if scheme.lower() == "bearer" else [])
+    # every offered key is compared (no early exit), each in constant time
+    if not sum(hmac.compare_digest(key.encode(), expected) for key in offered if key):
+        raise Refusal(401, "missing or wrong API key (Authorization: Bearer KEY, or X-API-Key: KEY)",
+                      "authorization", {"WWW-Authenticate": "Bearer"})
 
 
 def json_body(content: dict) -> Response:
@@ -251,7 +257,7 @@ def create_app(backend: Backend, lifespan=None) -> FastAPI:
                          description="Pyserini-compatible REST search over the indexes this service was configured with.")
 
     def authorised(request: Request) -> None:
-        check_key(config, request.headers.get("authorization", ""))
+        check_key(config, request.headers)
 
     def admin(request: Request) -> None:
         if config.api_key is None:
@@ -370,6 +376,6 @@ def create_app(backend: Backend, lifespan=None) -> FastAPI:
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins), allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type"])
+                           allow_headers=["Authorization", "X-API-Key", "Content-Type"])
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
     return app
