@@ -184,6 +184,28 @@ def test_shards_and_indexes_written_before_titles_were_kept_answer_without_one(i
         searcher.close()
 
 
+def test_a_sharded_index_gives_each_document_its_title(indexes, tmp_path):
+    """Lucene indexes searched as one (engine 'sharded'): each document's title from its own shard."""
+    import lsr_pyserini
+
+    lines = (indexes["vectors"] / "part-00000.jsonl").read_text().splitlines(keepends=True)
+    shards = []
+    for group in range(2):
+        (tmp_path / f"v{group}").mkdir()
+        (tmp_path / f"v{group}" / "part-00000.jsonl").write_text("".join(lines[group::2]))
+        shards.append(tmp_path / f"i{group}")
+        run_tool("lucene", "index", "--collection", "JsonVectorCollection", "--input", tmp_path / f"v{group}",
+                 "--index", shards[-1], "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
+                 "--threads", "1", "--storeRaw", check=True)
+    searcher = lsr_pyserini.Searcher(",".join(map(str, shards)), encoder="splade-tiny")
+    try:
+        found = searcher.doc_fields(["s1", "s2", "nope"])
+        assert [fields and fields["title"] for fields in found] == [SAMPLE_TITLES["s1"], SAMPLE_TITLES["s2"], None]
+        assert [fields["contents"] for fields in found[:2]] == searcher.docs(["s1", "s2"])
+    finally:
+        searcher.close()
+
+
 def test_explain_terms_sum_to_the_score_and_docids_explain_the_same(backend, searchers):
     text = "drugs that reduce cholesterol and heart attacks"
     expected = searchers["sample"].search(text, k=4, explain=True)
