@@ -277,5 +277,11 @@ class Searcher:
         InputError where neither the index nor its shards keep texts)."""
         return self.engine.docs([str(docid) for docid in docids])
 
+    def doc_fields(self, docids: list[str]) -> list[dict | None]:
+        """Several documents' `{"contents"[, "title"]}` in one step: `docs`' texts, with each one's
+        title alone where the index's records keep it (shards and `--storeRaw` indexes written since
+        titles were kept); None for an id the collection does not hold."""
+        return self.engine.doc_fields([str(docid) for docid in docids])
+
     def close(self) -> None:
         self.engine.close()

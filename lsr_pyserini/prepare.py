@@ -8,7 +8,8 @@
 given queries, filled up to N documents with others drawn at random (seeded), in corpus order.
 
 CORPUS and QUERIES are read exactly as `lsr_pyserini.encode` reads them (title and text joined by
-one space), so a BM25 baseline sees the same text as the learned sparse encoders.
+one space), so a BM25 baseline sees the same text as the learned sparse encoders; a titled
+document's record keeps its title alone too (`title`), which the search service shows apart.
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def prepare_corpus(args) -> None:
 
     def to_records(shard):
         progress.update(len(shard))
-        return [{"id": doc.id, "contents": doc.text} for doc in shard]
+        return [doc.record() for doc in shard]
 
     write_corpus_shards(read_corpus(args.input), writer, args.shard_size, to_records, progress, check.count,
                         args.output)

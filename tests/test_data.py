@@ -29,6 +29,25 @@ def test_jsonl_fields_and_title_text_join(tmp_path):
     assert [d.line for d in docs] == [1, 2, 3]
 
 
+def test_the_title_is_kept_alone_for_the_shards(tmp_path):
+    """The search page shows a title apart from the text: the joined text is what is encoded, and
+    the shard record keeps the title beside it (only where there is one: untitled records as before)."""
+    path = write_jsonl(tmp_path / "c.jsonl", [
+        {"_id": "a", "title": " Title ", "text": "Body text."},
+        {"_id": "b", "title": "Only a title"},
+        {"_id": "c", "title": " ", "text": "No title"},
+        {"id": "d", "contents": "Only contents"},
+    ])
+    docs = list(read_corpus(str(path)))
+    assert [d.title for d in docs] == ["Title", "Only a title", "", ""]
+    assert [d.record(vector={"t": 1}) for d in docs] == [
+        {"id": "a", "title": "Title", "contents": "Title Body text.", "vector": {"t": 1}},
+        {"id": "b", "title": "Only a title", "contents": "Only a title", "vector": {"t": 1}},
+        {"id": "c", "contents": "No title", "vector": {"t": 1}},
+        {"id": "d", "contents": "Only contents", "vector": {"t": 1}}]
+    assert list(docs[0].record()) == ["id", "title", "contents"]  # the id first: stores/documents reads it there
+
+
 def test_gzip_and_beir_folder(tmp_path):
     folder = tmp_path / "beir"
     folder.mkdir()

@@ -24,6 +24,8 @@ def test_corpus_shards_and_manifest(tiny_preset, tmp_path):
     records = shard_records(out)
     assert [r["id"] for r in records] == [f"s{i}" for i in range(1, 13)]
     assert records[0]["contents"].startswith("Vitamin D and bone health Vitamin D helps")
+    assert all(r["contents"].startswith(r["title"] + " ") for r in records)  # kept apart for the search page
+    assert records[0]["title"] == "Vitamin D and bone health"
     assert all(r["vector"] and all(isinstance(v, int) and v > 0 for v in r["vector"].values()) for r in records)
     manifest = json.loads(manifest_path(out).read_text())
     assert manifest["status"] == "complete" and manifest["documents_written"] == 12

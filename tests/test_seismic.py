@@ -56,6 +56,9 @@ def test_searcher_with_the_seismic_engine_equals_the_command(sample):
         got = searcher.batch_search(texts, qids, k=5, threads=threads)
         assert {qid: [(h.docid, h.score) for h in hits] for qid, hits in got.items()} == \
             {qid: expected.get(qid, [])[:5] for qid in qids}
+    # texts and titles come from the shards the index was built from (the search page shows the title apart)
+    assert searcher.doc_fields(["s1", "nope"]) == [{"contents": searcher.doc("s1"), "title": "Vitamin D and bone health"},
+                                                   None]
     cut = lsr_pyserini.Searcher(str(sample / "seismic"), encoder="splade-tiny", engine="seismic",
                                 engine_options={"query_cut": 1})
     assert cut.search(texts[0], k=3) != searcher.search(texts[0], k=3)  # one query term: another ranking

@@ -64,8 +64,12 @@ def test_pyserini_shapes(service, searcher):
         assert [(c.docid, c.score) for c in hits.candidates] == [(h.docid, h.score) for h in expected]
         assert all(c.document_txt for c in hits.candidates)
         assert hits.candidates[0].document_txt == searcher.doc(expected[0].docid)
+        # each hit's title alone beside its whole text (an optional field: Pyserini's client ignores it)
+        titles = [fields["title"] for fields in searcher.doc_fields([h.docid for h in expected])]
+        assert [c["title"] for c in reply.json()["candidates"]] == titles
+        assert all(c.document_txt.startswith(title + " ") for c, title in zip(hits.candidates, titles))
         document = client.get(f"/v1/indexes/sample/documents/{expected[0].docid}").json()
-        assert document == {"id": expected[0].docid, "contents": searcher.doc(expected[0].docid)}
+        assert document == {"id": expected[0].docid, "contents": searcher.doc(expected[0].docid), "title": titles[0]}
         status = client.get("/v1/indexes/sample/status").json()
         IndexStatus(**status)
         assert status["engine"] == "lucene" and status["documents"] == 12 and int(status["size_bytes"]) > 0

@@ -8,6 +8,7 @@ import json
 import httpx
 import pytest
 
+from conftest import SAMPLE, run_tool
 from service import Service, sample_queries
 
 pytestmark = pytest.mark.xdist_group("serve")  # one worker: the sample indexes built once
@@ -15,6 +16,8 @@ pytestmark = pytest.mark.xdist_group("serve")  # one worker: the sample indexes 
 TOOLS = {"search", "get_document", "list_indexes", "get_index", "explain", "fuse_search_results", "get_qrels",
          "eval_hits"}
 MAX_HITS, MAX_QUERY_CHARS = 50, 300
+SAMPLE_TITLES = {(record := json.loads(line))["_id"]: record["title"]
+                 for line in (SAMPLE / "corpus.jsonl").read_text().splitlines() if line.strip()}
 
 
 @pytest.fixture(scope="module")
@@ -137,11 +140,81 @@ def test_get_document_list_indexes_and_get_index(backend, searchers):
         backend, ("get_document", {"docid": docid, "index_name": "sample"}), ("list_indexes", {}),
         ("list_indexes", {"index_type": "impact"}), ("list_indexes", {"index_type": "tf"}),
         ("list_indexes", {"index_type": "dense"}), ("get_index", {"index_name": "sample"}))
-    assert document == {"docid": docid, "text": searchers["sample"].doc(docid)}
+    assert document == {"docid": docid, "text": searchers["sample"].doc(docid), "title": SAMPLE_TITLES[docid]}
     assert everything == ["sample", "sample-bm25"]
     assert (impact, tf, dense) == (["sample"], ["sample-bm25"], [])
     assert status["name"] == "sample" and status["kind"] == "impact" and status["engine"] == "lucene"
     assert status["encoder"] == "splade-tiny" and status["documents"] == 12 and status["version"] == 1
+
+
+def test_titles_come_apart_from_the_text_from_shards_and_stored_raw(backend):
+    """Issue 45 (the page's title set apart): each hit and document carries its title alone beside
+    the whole text (document_txt and contents unchanged, beginning with it), from the shards the
+    impact index was built from ('sample') and from a --storeRaw index's raw JSON ('sample-bm25')."""
+    text = "does vitamin d prevent bone fractures"
+    for name in ("sample", "sample-bm25"):
+        answer = asyncio.run(backend.search(name, text, hits=5, explain=True))
+        assert answer["candidates"], name
+        for candidate in answer["candidates"]:
+            assert candidate["title"] == SAMPLE_TITLES[candidate["docid"]], (name, candidate)
+            assert candidate["document_txt"].startswith(candidate["title"] + " "), (name, candidate)
+        document = backend.document(name, "s1")
+        assert document["title"] == "Vitamin D and bone health", (name, document)
+        assert document["contents"].startswith("Vitamin D and bone health Vitamin D helps")
+        assert list(document) == ["id", "contents", "title"]
+        hits, got = calls(backend, ("search", {"query": text, "index_name": name, "k": 3}),
+                          ("get_document", {"docid": "s1", "index_name": name}))
+        assert [hit["title"] for hit in hits] == [SAMPLE_TITLES[hit["docid"]] for hit in hits]
+        assert got == {"docid": "s1", "text": document["contents"], "title": document["title"]}
+
+
+def test_shards_and_indexes_written_before_titles_were_kept_answer_without_one(indexes, tmp_path):
+    """Old shards (records without `title`) and a --storeRaw index built from them: the text as
+    before, no title."""
+    import lsr_pyserini
+    from lsr_pyserini.stores.documents import ShardDocuments
+
+    old = tmp_path / "vectors"
+    old.mkdir()
+    for shard in sorted(indexes["vectors"].glob("part-*.jsonl")):
+        records = [json.loads(line) for line in shard.read_text().splitlines() if line.strip()]
+        assert all("title" in record for record in records)  # the sample is titled
+        (old / shard.name).write_text("".join(json.dumps({k: v for k, v in record.items() if k != "title"},
+                                                         ensure_ascii=False) + "\n" for record in records))
+    expected = ShardDocuments(indexes["vectors"]).text("s1")
+    assert ShardDocuments(old).document("s1") == {"contents": expected}
+    assert ShardDocuments(indexes["vectors"]).document("s1") == {"contents": expected, "title": SAMPLE_TITLES["s1"]}
+    run_tool("lucene", "index", "--collection", "JsonVectorCollection", "--input", old, "--index", tmp_path / "raw",
+             "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized", "--threads", "1",
+             "--storeRaw", check=True)  # no shards' manifest beside them: texts from the stored raw JSON
+    searcher = lsr_pyserini.Searcher(str(tmp_path / "raw"), encoder="splade-tiny")
+    try:
+        assert searcher.doc_fields(["s1", "nope"]) == [{"contents": expected}, None]
+        assert searcher.docs(["s1"]) == [expected]
+    finally:
+        searcher.close()
+
+
+def test_a_sharded_index_gives_each_document_its_title(indexes, tmp_path):
+    """Lucene indexes searched as one (engine 'sharded'): each document's title from its own shard."""
+    import lsr_pyserini
+
+    lines = (indexes["vectors"] / "part-00000.jsonl").read_text().splitlines(keepends=True)
+    shards = []
+    for group in range(2):
+        (tmp_path / f"v{group}").mkdir()
+        (tmp_path / f"v{group}" / "part-00000.jsonl").write_text("".join(lines[group::2]))
+        shards.append(tmp_path / f"i{group}")
+        run_tool("lucene", "index", "--collection", "JsonVectorCollection", "--input", tmp_path / f"v{group}",
+                 "--index", shards[-1], "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
+                 "--threads", "1", "--storeRaw", check=True)
+    searcher = lsr_pyserini.Searcher(",".join(map(str, shards)), encoder="splade-tiny")
+    try:
+        found = searcher.doc_fields(["s1", "s2", "nope"])
+        assert [fields and fields["title"] for fields in found] == [SAMPLE_TITLES["s1"], SAMPLE_TITLES["s2"], None]
+        assert [fields["contents"] for fields in found[:2]] == searcher.docs(["s1", "s2"])
+    finally:
+        searcher.close()
 
 
 def test_explain_terms_sum_to_the_score_and_docids_explain_the_same(backend, searchers):

@@ -109,8 +109,9 @@ def test_page_shows_the_api_ranking_with_highlighted_terms(browser, service, tmp
     marks = 0
     for hit, candidate in zip(shown, expected):
         assert float(hit.find_element("css selector", ".score").text) == pytest.approx(candidate["score"], rel=1e-4)
-        # highlighting wraps the text without changing it
-        assert hit.find_element("css selector", ".text").get_attribute("textContent") == candidate["document_txt"]
+        # the title set apart above the text; highlighting wraps both without changing them
+        title, text = set_apart(hit)
+        assert title == candidate["title"] and title + " " + text == candidate["document_txt"]
         terms = {t["term"]: t for t in candidate["terms"]}
         for mark in hit.find_elements("css selector", "mark.term"):
             term = mark.get_attribute("data-term")
@@ -141,6 +142,35 @@ def test_page_shows_the_api_ranking_with_highlighted_terms(browser, service, tmp
     wait(browser, lambda d: len(by_css(d, ".hit")) == len(expected), "a reload did not search again")
     assert by_css(browser, "#api-key")[0].get_attribute("value") == API_KEY
     assert [hit.text for hit in by_css(browser, ".hit .docid")] == [c["docid"] for c in expected]
+
+
+def set_apart(hit) -> tuple[str, str]:
+    """A hit's (title, text) as shown, asserting the title is set apart: its own line above the text,
+    bolder than it, which does not repeat it (issue 45: "the title is not set apart from the text")."""
+    title, text = hit.find_element("css selector", ".title"), hit.find_element("css selector", ".text")
+    assert title.tag_name == "h3" and title.is_displayed()
+    assert title.rect["y"] + title.rect["height"] <= text.rect["y"], (title.rect, text.rect)
+    assert int(title.value_of_css_property("font-weight")) >= 600 > int(text.value_of_css_property("font-weight"))
+    return title.get_attribute("textContent"), text.get_attribute("textContent")
+
+
+def test_a_hit_without_a_title_shows_its_text_alone(browser, service):
+    """Collections without titles (and indexes written before titles were kept) show the text as
+    before; a title that does not begin the text is shown apart and the text whole."""
+    open_page(browser, service)
+    shown = browser.execute_script(
+        "const out = [];"
+        "for (const c of arguments[0]) {"
+        "  const li = window.searchPage.renderHit(c, 1, 'sample'); document.body.append(li);"
+        "  out.push([li.querySelector('.title') && li.querySelector('.title').textContent,"
+        "            li.querySelector('.text').textContent]); li.remove(); }"
+        "return out;",
+        [{"docid": "a", "score": 1.0, "document_txt": "Coral reefs bleach in warm water.", "terms": []},
+         {"docid": "b", "score": 1.0, "document_txt": "Reefs Coral reefs bleach.", "title": "Reefs", "terms": []},
+         {"docid": "c", "score": 1.0, "document_txt": "Body only.", "title": "Elsewhere", "terms": []},
+         {"docid": "d", "score": 1.0, "document_txt": "Reefsy text.", "title": "Reefs", "terms": []}])
+    assert shown == [[None, "Coral reefs bleach in warm water."], ["Reefs", "Coral reefs bleach."],
+                     ["Elsewhere", "Body only."], ["Reefs", "Reefsy text."]]
 
 
 def test_a_refused_search_shows_the_field(browser, service):
@@ -200,7 +230,9 @@ def test_the_page_says_what_the_index_is_shows_the_query_opens_documents_and_pag
     by_css(browser, ".hit a.docid")[0].click()  # the docid opens the document
     wait(browser, lambda d: by_css(d, "#document")[0].is_displayed(), "the document did not open")
     assert by_css(browser, "#document-id")[0].text == top
-    assert by_css(browser, "#document-text")[0].get_attribute("textContent") == document["contents"]
+    title, text = by_css(browser, "#document-title")[0], by_css(browser, "#document-text")[0]
+    assert title.is_displayed() and title.text == document["title"]  # set apart here too
+    assert title.get_attribute("textContent") + " " + text.get_attribute("textContent") == document["contents"]
     by_css(browser, "#document-close")[0].click()
     wait(browser, lambda d: not by_css(d, "#document")[0].is_displayed(), "the document did not close")
     by_css(browser, "#more")[0].click()  # the next page: 5 + 10 asked, the sample's 12 shown

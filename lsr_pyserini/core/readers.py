@@ -37,8 +37,14 @@ TEXT_FIELDS = ("title", "text", "contents")
 @dataclass(frozen=True)
 class Document:
     id: str
-    text: str
+    text: str  # title and text joined (`document_text`): what is encoded and indexed
     line: int = 0  # line in the source file (0 when the source has no lines)
+    title: str = ""  # the record's title alone ("" when it has none), which `text` begins with
+
+    def record(self, **more) -> dict:
+        """The shard record of the document: `id`, `title` where it has one (shown apart from the
+        text by the search service), `contents`, then `more` (e.g. `vector`)."""
+        return {"id": self.id, **({"title": self.title} if self.title else {}), "contents": self.text, **more}
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,12 @@ def document_text(record: dict) -> str:
     return " ".join(parts)
 
 
+def document_title(record: dict) -> str:
+    """The record's title stripped ("" when it has none): the start of `document_text`."""
+    value = record.get("title")
+    return value.strip() if isinstance(value, str) else ""
+
+
 def _record_document(record: dict, where: str, line_no: int) -> Document:
     doc_id = next((record[f] for f in ID_FIELDS if record.get(f) not in (None, "")), None)
     if doc_id is None:
@@ -164,7 +176,7 @@ def _record_document(record: dict, where: str, line_no: int) -> Document:
             raise InputError(f"{where}: field {field!r} must be a string, not {kind}")
     text = document_text(record)
     _check_unicode(text, where, "text")
-    return Document(doc_id, text, line_no)
+    return Document(doc_id, text, line_no, document_title(record))
 
 
 def _parse_jsonl_corpus(path: Path) -> Iterator[Document]:
@@ -209,9 +221,10 @@ def read_corpus(source: str) -> Iterator[Document]:
         return
     for position, doc in enumerate(_ir_datasets(source, "docs").docs_iter(), start=1):
         where = f"{source}: document {position}"
-        text = document_text(doc._asdict()) or str(getattr(doc, "default_text", lambda: "")())
+        fields = doc._asdict()
+        text = document_text(fields) or str(getattr(doc, "default_text", lambda: "")())
         _check_unicode(text, where, "text")
-        yield Document(checked_id(doc.doc_id, where, "document id"), text)
+        yield Document(checked_id(doc.doc_id, where, "document id"), text, title=document_title(fields))
 
 
 def _resolve_queries_file(source: str) -> Path | None:

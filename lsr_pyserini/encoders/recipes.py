@@ -53,7 +53,7 @@ class CorpusShards:
 
     def records(self, shard: list[Document], encoded):
         impacts = encoded[0] if self.with_dense else encoded
-        records = [{"id": doc.id, "contents": doc.text, "vector": vector} for doc, vector in zip(shard, impacts)]
+        records = [doc.record(vector=vector) for doc, vector in zip(shard, impacts)]
         return (records, ([d.id for d in shard], encoded[1])) if self.with_dense else records
 
 

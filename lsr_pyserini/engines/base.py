@@ -114,6 +114,11 @@ class Engine(ABC):
         """Several documents' texts at once (an engine may fetch them in one step)."""
         return [self.doc(docid) for docid in docids]
 
+    def doc_fields(self, docids: list[str]) -> list[dict | None]:
+        """Several documents' `{"contents"[, "title"]}`: their texts, and their titles alone where the
+        stored records keep them (`title` absent otherwise); None for an id the collection lacks."""
+        return [None if text is None else {"contents": text} for text in self.docs(docids)]
+
     def describe(self) -> dict:
         return {"engine": self.name}
 
@@ -173,6 +178,9 @@ class FromInputShards:
 
     def doc(self, docid: str) -> str | None:
         return self.shards.text(docid)
+
+    def doc_fields(self, docids: list[str]) -> list[dict | None]:
+        return [self.shards.document(docid) for docid in docids]
 
 
 def shards_encoder(folder: Path | str | None) -> dict | None:

@@ -225,6 +225,10 @@ class ShardedImpactEngine(Engine):
         shard = self._shard_of(docid)
         return None if shard is None else shard.doc(docid)
 
+    def doc_fields(self, docids: list[str]) -> list[dict | None]:
+        shards = [self._shard_of(docid) for docid in docids]
+        return [None if shard is None else shard.doc_fields([docid])[0] for docid, shard in zip(docids, shards)]
+
     def describe(self) -> dict:
         return {"engine": self.name, "indexes": self.paths, "documents": self.documents}
 

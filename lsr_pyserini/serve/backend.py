@@ -49,8 +49,12 @@ class Slot:
     size_bytes: int  # on disk when this version opened (the files do not change while served)
 
 
-def hit_dict(hit: Hit, text: str | None, explain: bool) -> dict:
-    candidate = {"docid": hit.docid, "score": hit.score, "document_txt": text if text is not None else ""}
+def hit_dict(hit: Hit, document: dict | None, explain: bool) -> dict:
+    """A candidate in Pyserini's shape (`document_txt`: the whole text, title included), with the
+    document's `title` alone where its record keeps one."""
+    candidate = {"docid": hit.docid, "score": hit.score, "document_txt": document["contents"] if document else ""}
+    if document and "title" in document:
+        candidate["title"] = document["title"]
     if explain:
         candidate["terms"] = [{"term": m.term, "query_weight": m.query_weight, "document_weight": m.document_weight,
                                "contribution": m.contribution} for m in hit.terms or ()]
@@ -136,7 +140,7 @@ class Backend:
             found = searcher.search_encoded(texts, qids, queries, k=k, threads=threads, explain=explain)
         rankings = [found[qid] for qid in qids]
         docids = sorted({hit.docid for hits in rankings for hit in hits})
-        documents = dict(zip(docids, searcher.docs(docids))) if has_texts and docids else {}
+        documents = dict(zip(docids, searcher.doc_fields(docids))) if has_texts and docids else {}
         return [{"candidates": [hit_dict(hit, documents.get(hit.docid), explain) for hit in hits],
                  "query_terms": query_terms(query) if explain else None}
                 for hits, query in zip(rankings, queries)]
@@ -180,12 +184,12 @@ class Backend:
         slot = self.slot(name)
         if not slot.has_texts:
             raise NotFound(f"index {name!r} keeps no document texts")
-        text = slot.searcher.docs([docid])[0]
-        if text is None:
+        document = slot.searcher.doc_fields([docid])[0]
+        if document is None:
             missing = NotFound(f"document {docid!r}: not in index {name!r}")
             missing.field = "docid"
             raise missing
-        return {"id": docid, "contents": text}
+        return {"id": docid, **document}  # "contents", and "title" where the index keeps it apart
 
     # ---- judging (the index entry's qrels; nothing here needs the index loaded)
     def qrels(self, name: str) -> dict[str, dict[str, int]]:

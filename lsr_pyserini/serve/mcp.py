@@ -1,8 +1,8 @@
 """The MCP front end: Pyserini's MCP tools (`pyserini.server.mcp.tools`; the same names and
 argument names for what both do) over the backend the REST routes use, plus `explain`.
 
-    search(query, index_name, k)             [{rank, docid, score, text}]
-    get_document(docid, index_name)          {docid, text}
+    search(query, index_name, k)             [{rank, docid, score, text, title}]  (title: null where none)
+    get_document(docid, index_name)          {docid, text, title}
     list_indexes(index_type)                 [names]   (index_type impact|tf|dense, or all)
     get_index(index_name)                    the index's status (as GET /v1/indexes/{name}/status)
     explain(query, index_name, docids | k)   [{docid, rank, score, explained, terms: [{term,
@@ -55,16 +55,22 @@ class QueryObject(BaseModel):
     qid: str = ""
 
 
+Title = Annotated[Optional[str], Field(description="the document's title alone, where the index keeps it apart "
+                                                  "(what the toolkit writes begins the text with it)")]
+
+
 class SearchHit(BaseModel):
     rank: int
     docid: str
     score: float
     text: str = Field(description="the document's text ('' where the index keeps none)")
+    title: Title = None
 
 
 class Document(BaseModel):
     docid: str
     text: str
+    title: Title = None
 
 
 class ExplainedHit(BaseModel):
@@ -154,7 +160,8 @@ def create_mcp(backend: Backend) -> FastMCP:
         """Search an index and return its top k documents, best first: rank, docid, score and text."""
         text, qid = text_of(query)
         found = await backend.search(index_name, text, k, qid)
-        return [SearchHit(rank=rank, docid=hit["docid"], score=hit["score"], text=hit["document_txt"])
+        return [SearchHit(rank=rank, docid=hit["docid"], score=hit["score"], text=hit["document_txt"],
+                          title=hit.get("title"))
                 for rank, hit in enumerate(found["candidates"], 1)]
 
     @mcp.tool(annotations=READ_ONLY)
@@ -163,7 +170,7 @@ def create_mcp(backend: Backend) -> FastMCP:
                            index_name: IndexName) -> Document:
         """Retrieve the full text of a document by its ID from a given index."""
         document = await anyio.to_thread.run_sync(backend.document, index_name, docid)
-        return Document(docid=document["id"], text=document["contents"])
+        return Document(docid=document["id"], text=document["contents"], title=document.get("title"))
 
     @mcp.tool(annotations=READ_ONLY)
     @refusals

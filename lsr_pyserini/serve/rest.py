@@ -4,7 +4,7 @@ both do) over the backend, plus explanations, a batch route, health, readiness a
 
     POST /v1/indexes/{name}/search     {"query", "hits", "qid", "explain"} -> {"query", "candidates", "took_ms"}
     POST /v1/indexes/{name}/batch      {"queries": [{"qid", "query"}], "hits", "explain"} -> {"results": [...]}
-    GET  /v1/indexes/{name}/documents/{docid}   {"id", "contents"}
+    GET  /v1/indexes/{name}/documents/{docid}   {"id", "contents"[, "title"]}
     GET  /v1/indexes/{name}/status     {"downloaded", "size_bytes", ...}
     GET  /v1/indexes[/]                [names]  (?index_type=impact|tf|dense filters, as Pyserini's)
     POST /v1/indexes/{name}/reload     admin: a new version from the configured path, switched atomically
@@ -70,6 +70,8 @@ class Candidate(BaseModel):
     docid: str
     score: float
     document_txt: str
+    title: Optional[str] = Field(None, description="the document's title alone, where the index keeps it apart "
+                                                   "(in what the toolkit writes, document_txt begins with it)")
     terms: Optional[list[TermContribution]] = None
     explained: Optional[str] = None
     first_stage_score: Optional[float] = None

@@ -1,5 +1,6 @@
 """Documents by id from the JsonVectorCollection shards `encode corpus` writes: each record holds the
-document's text (`contents`) and its integer impacts (`vector`).
+document's text (`contents`), its title alone where the corpus gave one (`title`; shards written
+before it was kept have none) and its integer impacts (`vector`).
 
 An impact index does not store its documents (`lucene index --impact` without `--storeRaw`), nor
 does Seismic; the shards they were built from do. `ShardDocuments(folder)` reads every shard once,
@@ -65,7 +66,7 @@ class ShardDocuments:
         return len(self._positions())
 
     def record(self, docid: str) -> dict | None:
-        """The shard record of `docid` (`id`, `contents`, `vector`), or None when no shard has it."""
+        """The shard record of `docid` (`id`[, `title`], `contents`, `vector`), or None when no shard has it."""
         found = self._positions().get(docid)
         if found is None:
             return None
@@ -77,6 +78,21 @@ class ShardDocuments:
     def text(self, docid: str) -> str | None:
         record = self.record(docid)
         return None if record is None else str(record.get("contents", ""))
+
+    def document(self, docid: str) -> dict | None:
+        """`{"contents"[, "title"]}` of `docid` (see `document_fields`), or None when no shard has it."""
+        record = self.record(docid)
+        return None if record is None else document_fields(record)
+
+
+def document_fields(record) -> dict:
+    """What the search service shows of a stored record (a shard's, or an index's raw JSON):
+    `contents`, and `title` where the record has a non-empty one."""
+    found = {"contents": str(record.get("contents", ""))}
+    title = record.get("title")
+    if isinstance(title, str) and title:
+        found["title"] = title
+    return found
 
     def vector(self, docid: str) -> dict | None:
         record = self.record(docid)
