@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .devices import current
 from .errors import InputError
+from .gguf import check_loadable, gguf_file
 
 FAMILY_FILE = "lsr_family.json"
 
@@ -42,11 +43,22 @@ def transformer_folder(path: str) -> str:
     return str(folder / first)
 
 
+def pretrained_source(path: str) -> tuple[str, dict]:
+    """(folder, extra from_pretrained arguments) for a checkpoint: `gguf_file` for a GGUF file or a
+    folder holding one (its architecture checked first: core/gguf.py), nothing otherwise."""
+    folder, name = gguf_file(path)
+    if name is None:
+        return transformer_folder(path), {}
+    check_loadable(path, folder, name)
+    return folder, {"gguf_file": name}
+
+
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
+    folder, arguments = pretrained_source(path)
     try:
-        return AutoTokenizer.from_pretrained(transformer_folder(path))
+        return AutoTokenizer.from_pretrained(folder, **arguments)
     except Exception as err:  # transformers raises many types for a bad folder or hub id
         raise model_error(path, err) from None
 
