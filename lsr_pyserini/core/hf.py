@@ -84,8 +84,8 @@ def write_config(path, family: str, config: dict) -> None:
 
 @contextmanager
 def quiet_loading():
-    """transformers' "Loading weights" bar off while a model loads, unless a command shows it
-    (core/cli.py `LoadingBars`): the library prints nothing. transformers is imported already (the
+    """transformers' "Loading weights" and GGUF "de-quantizing" bars off while a model loads, unless
+    a command shows it (core/cli.py `LoadingBars`): the library prints nothing. transformers is imported already (the
     caller is about to load with it); its setting is restored after."""
     from transformers.utils import logging as hf_logging
 
@@ -94,10 +94,16 @@ def quiet_loading():
     if LoadingBars.shown or not hf_logging.is_progress_bar_enabled():
         yield
         return
+    from functools import partial
+
+    from transformers import modeling_gguf_pytorch_utils as gguf_loading  # its de-quantizing bar is tqdm's own
+
     hf_logging.disable_progress_bar()
+    bar, gguf_loading.tqdm = gguf_loading.tqdm, partial(gguf_loading.tqdm, disable=True)
     try:
         yield
     finally:
+        gguf_loading.tqdm = bar
         hf_logging.enable_progress_bar()
 
 
