@@ -184,7 +184,7 @@ def check_loadable(reference: str, folder: str, name: str) -> None:
         AutoConfig.from_pretrained(folder, gguf_file=name)
     except ImportError as err:
         raise InputError(f"model {reference!r}: reading GGUF needs the gguf package ({err}); "
-                         f"pip install 'lsr-pyserini[gguf]'") from None
+                         f"pip install 'lsr-pyserini[gemma]' (or gguf)") from None
     except Exception as err:  # transformers raises ValueError for an architecture it does not map
         detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         import transformers
