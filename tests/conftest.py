@@ -299,11 +299,12 @@ LLM_SPECIAL = ["<|begin_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_
 
 def build_tiny_causal_lm(folder: Path, architecture: str = "llama", chat_template: bool = True,
                          seed: int = 0) -> Path:
-    """A 2-layer, 32-hidden Llama or Qwen2 with random weights and a byte-level BPE tokenizer
+    """A 2-layer, 32-hidden Llama, Qwen2 or Gemma3 with random weights and a byte-level BPE tokenizer
     trained on the sample text (Llama-3 style chat template unless chat_template=False)."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import (Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM,
+                              PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM)
 
     folder.mkdir(parents=True, exist_ok=True)
     bpe = Tokenizer(models.BPE())
@@ -325,6 +326,11 @@ def build_tiny_causal_lm(folder: Path, architecture: str = "llama", chat_templat
                   bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     if architecture == "llama":
         model = LlamaForCausalLM(LlamaConfig(**common, tie_word_embeddings=False))
+    elif architecture == "gemma3":  # the promptreps-gemma3-270m preset's architecture: sliding and full
+        # attention layers, tied embeddings scaled by sqrt(hidden), soft-capped attention
+        model = Gemma3ForCausalLM(Gemma3TextConfig(**common, head_dim=8, sliding_window=4, tie_word_embeddings=True,
+                                                   layer_types=["sliding_attention", "full_attention"],
+                                                   pad_token_id=tokenizer.pad_token_id))
     else:
         model = Qwen2ForCausalLM(Qwen2Config(**common, tie_word_embeddings=True))
     with torch.no_grad():  # larger output weights so that many logits are positive
@@ -341,6 +347,11 @@ def tiny_llama(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_qwen(tmp_path_factory) -> Path:
     return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-qwen2"), "qwen2")
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma3(tmp_path_factory) -> Path:
+    return build_tiny_causal_lm(tmp_path_factory.mktemp("tiny-gemma3"), "gemma3")
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""PromptReps mechanics on tiny random Llama and Qwen2 models with a chat template built here:
+"""PromptReps mechanics on tiny random Llama, Qwen2 and Gemma3 models with a chat template built here:
 the prompt, the harvested position, sparse terms restricted to the text, padding invariance,
 term escaping, the CLI pipeline (sparse Lucene + dense store + fusion) and bad input."""
 import json
@@ -16,9 +16,10 @@ TEXTS = ["Vitamin D and bone health: 100% of trials", "zinc",
          "Exercise reduces the risk of type 2 diabetes in adults who walk every day"]
 
 
-@pytest.fixture(scope="module", params=["llama", "qwen2"])
-def encoder(request, tiny_llama, tiny_qwen):
-    return PromptRepsEncoder(str(tiny_llama if request.param == "llama" else tiny_qwen), dtype="float32")
+@pytest.fixture(scope="module", params=["llama", "qwen2", "gemma3"])
+def encoder(request, tiny_llama, tiny_qwen, tiny_gemma3):
+    folder = {"llama": tiny_llama, "qwen2": tiny_qwen, "gemma3": tiny_gemma3}[request.param]
+    return PromptRepsEncoder(str(folder), dtype="float32")
 
 
 def test_prompt_follows_the_paper(encoder):
@@ -158,3 +159,34 @@ def test_a_model_without_chat_template_names_the_flag(tiny_llama_without_templat
     assert result.returncode == 0, result.stderr
     missing = run_tool(*args, "--chat-template", tmp_path / "none.jinja", "--output", tmp_path / "q2.tsv")
     assert missing.returncode == 2 and "none.jinja: no such file" in error_lines(missing)[0]
+
+
+def test_gemma3_dense_store_and_reranker(tiny_gemma3, tmp_path):
+    """The promptreps-gemma3-270m preset's architecture and prompt on a random Gemma3: the store's
+    vectors are the encoder's, and the re-ranker scores the query's dense vector against them."""
+    from lsr_pyserini.core.presets import load_preset
+
+    preset = tmp_path / "tiny-gemma3.yaml"
+    template = load_preset("promptreps-gemma3-270m")["chat_template"]
+    preset.write_text(json.dumps({"family": "promptreps", "model": str(tiny_gemma3), "doc_max_length": 64,
+                                  "chat_template": template, "dtype": "float32", "batch_size": 4}))
+    store, run = tmp_path / "store", tmp_path / "run.txt"
+    result = run_tool("encode", "corpus", "--encoder", preset, "--input", SAMPLE / "corpus.jsonl",
+                      "--output", tmp_path / "vectors", "--dense-store", store, "--quiet")
+    assert result.returncode == 0, result.stderr
+    docs = [json.loads(line)["_id"] for line in (SAMPLE / "corpus.jsonl").read_text().splitlines()]
+    queries = dict(line.split("\t", 1) for line in (SAMPLE / "queries.test.tsv").read_text().splitlines())
+    run.write_text("".join(f"{q} Q0 {d} {r + 1} {len(docs) - r} bm25\n" for q in queries for r, d in enumerate(docs)))
+    result = run_tool("rerank", "--reranker", "promptreps", "--run", run, "--queries", SAMPLE / "queries.test.tsv",
+                      "--store", store, "--output", tmp_path / "reranked.txt")
+    assert result.returncode == 0, result.stderr
+    encoder = PromptRepsEncoder(str(tiny_gemma3), chat_template=template, doc_max_length=64, dtype="float32")
+    assert encoder.prompt("zinc", "queries").endswith('zinc". Use one word to represent the query in a retrieval '
+                                                       'task. Make sure your word is in lowercase.\nThe word is: "')
+    texts = {json.loads(line)["_id"]: json.loads(line) for line in (SAMPLE / "corpus.jsonl").read_text().splitlines()}
+    vectors = encoder.dense.encode_documents([f"{texts[d]['title']} {texts[d]['text']}".strip() for d in docs])
+    reranked = read_run(str(tmp_path / "reranked.txt"))
+    for qid, text in list(queries.items())[:3]:
+        expected = vectors @ encoder.dense.encode_queries([text])[0]
+        scores = dict(reranked[qid])
+        assert [scores[d] for d in docs] == pytest.approx(expected.tolist(), abs=1e-4), qid

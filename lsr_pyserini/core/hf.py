@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .devices import current
 from .errors import InputError
+from .gguf import check_loadable, gguf_file
 
 FAMILY_FILE = "lsr_family.json"
 
@@ -42,11 +43,22 @@ def transformer_folder(path: str) -> str:
     return str(folder / first)
 
 
+def pretrained_source(path: str) -> tuple[str, dict]:
+    """(folder, extra from_pretrained arguments) for a checkpoint: `gguf_file` for a GGUF file or a
+    folder holding one (its architecture checked first: core/gguf.py), nothing otherwise."""
+    folder, name = gguf_file(path)
+    if name is None:
+        return transformer_folder(path), {}
+    check_loadable(path, folder, name)
+    return folder, {"gguf_file": name}
+
+
 def load_tokenizer(path: str):
     from transformers import AutoTokenizer
 
+    folder, arguments = pretrained_source(path)
     try:
-        return AutoTokenizer.from_pretrained(transformer_folder(path))
+        return AutoTokenizer.from_pretrained(folder, **arguments)
     except Exception as err:  # transformers raises many types for a bad folder or hub id
         raise model_error(path, err) from None
 
@@ -72,8 +84,8 @@ def write_config(path, family: str, config: dict) -> None:
 
 @contextmanager
 def quiet_loading():
-    """transformers' "Loading weights" bar off while a model loads, unless a command shows it
-    (core/cli.py `LoadingBars`): the library prints nothing. transformers is imported already (the
+    """transformers' "Loading weights" and GGUF "de-quantizing" bars off while a model loads, unless
+    a command shows it (core/cli.py `LoadingBars`): the library prints nothing. transformers is imported already (the
     caller is about to load with it); its setting is restored after."""
     from transformers.utils import logging as hf_logging
 
@@ -82,10 +94,16 @@ def quiet_loading():
     if LoadingBars.shown or not hf_logging.is_progress_bar_enabled():
         yield
         return
+    from functools import partial
+
+    from transformers import modeling_gguf_pytorch_utils as gguf_loading  # its de-quantizing bar is tqdm's own
+
     hf_logging.disable_progress_bar()
+    bar, gguf_loading.tqdm = gguf_loading.tqdm, partial(gguf_loading.tqdm, disable=True)
     try:
         yield
     finally:
+        gguf_loading.tqdm = bar
         hf_logging.enable_progress_bar()
 
 

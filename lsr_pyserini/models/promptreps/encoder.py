@@ -33,7 +33,7 @@ import torch
 
 from ...core.devices import chosen, resolve_device
 from ...core.errors import InputError
-from ...core.hf import load_tokenizer, model_error, quiet_loading
+from ...core.hf import load_tokenizer, model_error, pretrained_source, quiet_loading
 from ...core.presets import resolve_model
 from ..registry import dense_side
 from ..registry import encoder as register
@@ -133,9 +133,10 @@ class PromptRepsEncoder(DenseVectorSide, SparseEncoder):
     def _load_model(self) -> None:
         from transformers import AutoModelForCausalLM
 
+        folder, arguments = pretrained_source(self.path)  # a GGUF file: transformers de-quantizes it
         try:
             with quiet_loading():  # no loading bar from the library (core/hf.py)
-                model = AutoModelForCausalLM.from_pretrained(self.path, dtype=DTYPES[self.dtype_name])
+                model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[self.dtype_name], **arguments)
         except ValueError as err:
             if "Unrecognized configuration class" in str(err):
                 raise InputError(f"model {self.model_reference!r}: not a causal (decoder) LM; PromptReps needs one") from None
