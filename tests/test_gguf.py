@@ -10,6 +10,7 @@ import os
 import sys
 
 import pytest
+import torch
 
 from conftest import SAMPLE, error_lines, run_tool
 from lsr_pyserini.core import gguf
@@ -198,18 +199,15 @@ def test_the_preset_pins_the_package_digest():
     assert preset["model_sha256"] == {shipped.MODEL_NAME: shipped.EXPECTED_SHA256}
 
 
-class Saves:
-    """A model as keep_dequantized sees it: save_pretrained writes its files, or fails."""
+def tiny_model(fail: bool = False):
+    """A tiny random causal LM; one whose weights cannot be written when `fail`."""
+    from transformers import GPT2Config, GPT2LMHeadModel
 
-    def __init__(self, fail: bool = False):
-        self.fail, self.saved = fail, 0
-
-    def save_pretrained(self, folder):
-        self.saved += 1
-        os.makedirs(folder)
-        (folder / "model.safetensors").write_bytes(b"weights")
-        if self.fail:
-            raise OSError(28, "No space left on device")
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=50, n_positions=16, bos_token_id=0,
+                                       eos_token_id=0)).eval()
+    if fail:
+        model.config.save_pretrained = lambda folder: (_ for _ in ()).throw(OSError(28, "No space left on device"))
+    return model
 
 
 def test_the_dequantized_weights_are_kept_by_digest_and_dtype_atomically(tmp_path, monkeypatch, caplog):
@@ -224,10 +222,16 @@ def test_the_dequantized_weights_are_kept_by_digest_and_dtype_atomically(tmp_pat
     assert gguf.dequantized(str(tmp_path), "b.gguf", "float32") != kept != gguf.dequantized(str(tmp_path), "a.gguf",
                                                                                              "bfloat16")
     assert not kept.exists()
-    gguf.keep_dequantized(Saves(), kept)
-    assert (kept / "model.safetensors").read_bytes() == b"weights" and os.listdir(kept.parent) == [kept.name]
-    gguf.keep_dequantized(Saves(), kept)  # another process kept it first: no error, no leftover
-    assert os.listdir(kept.parent) == [kept.name] and not caplog.records
+    model = tiny_model()
+    gguf.keep_dequantized(model, None, kept)
+    assert os.listdir(kept.parent) == [kept.name]
+    from transformers import AutoModelForCausalLM
+
+    again = AutoModelForCausalLM.from_pretrained(kept).eval()  # a plain checkpoint, tied weights and all
+    ids = torch.tensor([[1, 2, 3]])
+    assert torch.equal(again(ids).logits, model(ids).logits)
+    gguf.keep_dequantized(tiny_model(), None, kept)  # another process kept it first: no error, no leftover
+    assert os.listdir(kept.parent) == [kept.name] and "could not keep" not in caplog.text
     other = gguf.dequantized(str(tmp_path), "b.gguf", "float32")
-    gguf.keep_dequantized(Saves(fail=True), other)
+    gguf.keep_dequantized(tiny_model(fail=True), None, other)
     assert os.listdir(kept.parent) == [kept.name] and "the next load de-quantizes again" in caplog.text

