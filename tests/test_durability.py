@@ -184,6 +184,10 @@ def test_no_removal_outside_the_one_helper():
         ("stores/pisa.py", "(building / scratch).unlink()"),  # PISA's uncompressed copy in its building folder
         ("bench.py", "shutil.rmtree("),  # its own scratch: a prefix or an index its record says is unfinished
         ("bench.py", ".rename("),  # a prefix or BMP index it built aside, renamed into --work when complete
+        ("core/evaluation.py", "os.remove(run_path)"),  # its own temporary run file (mkstemp) for trec_eval
+        ("core/gguf.py", "(partial, target)"),  # its own cache entry, written aside, renamed in when checked
+        ("core/gguf.py", "partial.unlink("),  # that entry, when assembling it failed
+        ("core/gguf.py", "shutil.rmtree(partial"),  # the de-quantized copy written aside (renamed, or failed)
     }
     pattern = re.compile(r"rmtree|\.unlink\(|os\.replace|os\.rename|\.rename\(|os\.remove|\.rmdir\(")
     package = REPO / "lsr_pyserini"
