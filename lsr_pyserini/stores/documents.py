@@ -84,6 +84,10 @@ class ShardDocuments:
         record = self.record(docid)
         return None if record is None else document_fields(record)
 
+    def vector(self, docid: str) -> dict | None:
+        record = self.record(docid)
+        return None if record is None else dict(record.get("vector") or {})
+
 
 def document_fields(record) -> dict:
     """What the search service shows of a stored record (a shard's, or an index's raw JSON):
@@ -93,7 +97,3 @@ def document_fields(record) -> dict:
     if isinstance(title, str) and title:
         found["title"] = title
     return found
-
-    def vector(self, docid: str) -> dict | None:
-        record = self.record(docid)
-        return None if record is None else dict(record.get("vector") or {})
