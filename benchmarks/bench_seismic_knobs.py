@@ -8,7 +8,10 @@ Searches Q.tsv (impact queries, `encode queries`) one query at a time on one thr
 setting (the whole query, heap_factor 1.0) and with every combination of --query-cuts x
 --heap-factors, each after 20 untimed warm-up queries. Printed for every setting and depth: mean, p50
 and p99 ms per query, nDCG@10, R@1000, the fraction of the exact top k it returns, and the speed-up
-over exact. The chosen setting is the fastest at the largest depth whose nDCG@10 and R@1000 are
+over exact. With --reference (a TREC run of an exact engine, e.g. Lucene's, over the same documents),
+"exact" is that run instead of this index's whole-query search: the only fair reference for an
+index built with pruning (`seismic index --n-postings ...`), whose whole-query search is itself
+approximate. The chosen setting is the fastest at the largest depth whose nDCG@10 and R@1000 are
 within --within of the exact search's: choose it on training queries (SciFact `queries.train.tsv`),
 then report it on the test queries with bench_serving.py --fast. It prints figures; it asserts
 nothing about time.
@@ -31,6 +34,7 @@ from bench_serving import quality, seismic_search, timed  # noqa: E402
 from lsr_pyserini.core.environment import cpu_model  # noqa: E402
 
 from lsr_pyserini.core.options import positive_int  # noqa: E402
+from lsr_pyserini.core.readers import read_run  # noqa: E402
 from lsr_pyserini.stores.seismic import SeismicSearcher  # noqa: E402
 from lsr_pyserini.stores.vectors import read_impact_queries  # noqa: E402
 
@@ -62,6 +66,9 @@ def main() -> None:
     parser.add_argument("--recall-targets", type=numbers(float), default=[],
                         help="also choose, for each target (e.g. 0.90,0.97), the fastest setting whose recall of the "
                              "exact top k at the smallest k reaches it (python -m lsr_pyserini.bench's engines)")
+    parser.add_argument("--reference", help="TREC run of an exact engine over the same documents (at least the "
+                                            "largest --ks deep): recall is measured against it (default: this "
+                                            "index's whole-query search)")
     args = parser.parse_args()
 
     queries = read_impact_queries(args.queries)
@@ -69,8 +76,14 @@ def main() -> None:
     settings = [{"query_cut": None, "heap_factor": 1.0}] + [
         {"query_cut": c, "heap_factor": h} for c, h in itertools.product(args.query_cuts, args.heap_factors)]
     figures = {"index": args.index, "queries": len(queries), "documents": searcher.documents, "cpu": cpu_model(),
-               "load_before": os.getloadavg(), "settings": []}
+               "load_before": os.getloadavg(), "reference": args.reference, "settings": []}
     exact_runs = {}
+    if args.reference:
+        reference = read_run(args.reference)
+        missing = [q for q, _ in queries if q not in reference]
+        if missing:
+            raise SystemExit(f"{args.reference}: no ranking for query {missing[0]!r} of {args.queries}")
+        exact_runs = {k: {q: docs[:k] for q, docs in reference.items()} for k in args.ks}
     deepest = max(args.ks)
     with tempfile.TemporaryDirectory() as scratch:
         for setting in settings:
@@ -79,7 +92,7 @@ def main() -> None:
             entry = {**setting, "k": {}}
             for k in args.ks:
                 run, times = timed(search, queries, k)
-                if setting["query_cut"] is None:
+                if setting["query_cut"] is None and not args.reference:
                     exact_runs[k] = run
                 ndcg, recall = quality(args.qrels, run, Path(scratch) / "run")
                 overlap = np.mean([len({d for d, _ in run[q]} & {d for d, _ in exact_runs[k][q]}) / len(exact_runs[k][q])

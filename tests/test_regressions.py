@@ -26,7 +26,9 @@ REGRESSIONS = ["scifact-bm25.yaml", "scifact-splade-tiny.yaml",
                pytest.param("scifact-tilde.yaml", marks=ON_REQUEST),  # trains: ~25 min
                pytest.param("scifact-sparseembed.yaml", marks=ON_REQUEST),
                pytest.param("scifact-splade-tiny-int8.yaml", marks=ON_REQUEST),  # ~3 min
-               pytest.param("scifact-bm25-minilm-fusion-int8.yaml", marks=ON_REQUEST)]  # ~8 min
+               pytest.param("scifact-bm25-minilm-fusion-int8.yaml", marks=ON_REQUEST),  # ~8 min
+               pytest.param("scifact-promptreps-gemma3-270m.yaml", marks=ON_REQUEST),  # ~45 min
+               pytest.param("scifact-bgem3-minilm.yaml", marks=ON_REQUEST)]  # trains: ~25 min
 # The CI tier: one short reproduction per family (subsets of SciFact, short schedules), each with
 # margins over its untrained model and a baseline on the same subset; every file in eval/regressions/ci.
 CI_TIER = sorted(f"ci/{path.name}" for path in (REPO / "eval" / "regressions" / "ci").glob("*.yaml"))

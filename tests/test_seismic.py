@@ -204,3 +204,39 @@ def test_the_progress_bar_counts_every_byte_of_the_shards(tmp_path):
     bar = Bar()
     engine.build_seismic_index(str(shards), str(tmp_path / "ix"), progress=bar)
     assert bar.n == engine.vector_bytes(shards) > 0 and "read 3,000 documents" in bar.text
+
+
+def test_the_knob_sweep_measures_recall_against_a_given_exact_run(sample, tmp_path):
+    """bench_seismic_knobs.py --reference: a pruned index's whole-query search is not exact, so recall
+    is measured against another engine's exact run when one is given; a query it lacks is refused."""
+    import subprocess
+
+    from conftest import REPO
+
+    def sweep(*extra):
+        return subprocess.run([sys.executable, REPO / "benchmarks" / "bench_seismic_knobs.py", "--index",
+                               sample / "seismic", "--queries", sample / "queries.tsv", "--qrels",
+                               SAMPLE / "qrels.test.trec", "--json", tmp_path / "knobs.json", "--query-cuts", "2",
+                               "--heap-factors", "1.0", "--ks", "3", "--warmup", "1", *extra],
+                              capture_output=True, text=True)
+
+    def whole_query_recall():
+        return json.loads((tmp_path / "knobs.json").read_text())["settings"][0]["k"]["3"]["recall_of_exact_top_k"]
+
+    assert sweep("--reference", sample / "run.lucene.txt").returncode == 0
+    assert whole_query_recall() == 1.0  # the exact index against Lucene's run: the same top 3
+    lines = (sample / "run.lucene.txt").read_text().splitlines()
+    firsts = {}
+    for line in lines:  # a reference whose top 3 are each query's last documents, out of the top 3
+        qid, _, docid, *_ = line.split()
+        firsts.setdefault(qid, []).append(docid)
+    shifted = tmp_path / "shifted.txt"
+    shifted.write_text("".join(f"{qid} Q0 {docid} {rank} {100 - rank} ref\n" for qid, docids in firsts.items()
+                               for rank, docid in enumerate(reversed(docids), start=1)))
+    assert sweep("--reference", shifted).returncode == 0
+    assert whole_query_recall() < 1.0
+    assert sweep().returncode == 0 and whole_query_recall() == 1.0  # default: its own whole-query search
+    short = tmp_path / "short.txt"
+    short.write_text("\n".join(line for line in lines if not line.startswith(lines[0].split()[0] + " ")) + "\n")
+    refused = sweep("--reference", short)
+    assert refused.returncode != 0 and "no ranking for query" in refused.stderr.splitlines()[-1]
