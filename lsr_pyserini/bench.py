@@ -457,23 +457,29 @@ def plot(rows: list[dict], ks: list[int], path: str, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, len(ks), figsize=(6 * len(ks), 4.5), squeeze=False)
     labels = list(dict.fromkeys(row["engine"] for row in rows))
+    rows_of_legend = (len(labels) + 1) // 2
+    figure, axes = plt.subplots(1, len(ks), figsize=(6 * len(ks), 4.5 + 0.22 * rows_of_legend), squeeze=False)
+    colours = plt.get_cmap("tab20").colors  # one colour per engine beyond the default cycle's ten
+    styles = ("-", "--", ":", "-.")
     for axis, k in zip(axes[0], ks):
-        for label in labels:
+        for number, label in enumerate(labels):
             points = [(row["size"], row["k"][str(k)]["p50_ms"]) for row in rows
                       if row["engine"] == label and str(k) in row.get("k", {})]
             if points:
-                axis.plot(*zip(*points), marker="o", label=label)
+                axis.plot(*zip(*points), marker="o", label=label, color=colours[number % len(colours)],
+                          linestyle=styles[(number // len(colours)) % len(styles)])
         axis.set_xscale("log")
         axis.set_yscale("log")
         axis.set_xlabel("documents")
         axis.set_ylabel("p50 ms per query (1 thread)")
         axis.set_title(f"k={k}")
         axis.grid(True, which="both", alpha=0.3)
-        axis.legend(fontsize=8)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    # below the panels, so no engine's line is hidden behind it
+    figure.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
     figure.suptitle(title, fontsize=9)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0.05 * rows_of_legend * 4.5 / (4.5 + 0.22 * rows_of_legend) / 0.9, 1, 1))
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
