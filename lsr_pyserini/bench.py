@@ -17,8 +17,9 @@ option `queries=N` searches only the first N queries with that engine (for slow 
 
 Sizes are prefixes of the shards in their order (default: the whole collection); each is built once
 under --work (a prefix's shards are hard links of the whole shards and one cut shard), with every
-index, and the measurements are kept there too: a run interrupted goes on where it stopped, and
---remeasure measures again on indexes already built. Every build is the toolkit's own command, timed
+index, and the measurements are kept there too: a run interrupted goes on where it stopped, a kept
+measurement taken with other --k, queries or query limit is measured again, and --remeasure measures
+everything again on indexes already built. Every build is the toolkit's own command, timed
 whole (wall seconds, start-up included). Every search runs in its own process, one query at a time on
 one thread, after 100 untimed queries; its resident memory is that process's (and its children's:
 milvus-lite's server) after the searches. Recall is against the exact run of the first exact engine
@@ -289,6 +290,13 @@ def index_bytes(index: Path) -> int:
 
 # -- measuring (in a process of its own) ----------------------------------------------------------
 
+def measured_with(spec: Spec, queries_path: str, ks: list[int], max_queries: int | None) -> dict:
+    """What a measurement depends on besides its index: kept in its figures, so a stored measurement
+    taken with other depths, queries or a query limit is measured again, not reused."""
+    return {"queries": str(Path(queries_path).resolve()), "ks": ks,
+            "max_queries": min(filter(None, (spec.queries, max_queries)), default=None)}
+
+
 def measure(spec: Spec, index: Path, queries_path: str, ks: list[int], runs: Path, result: Path,
             max_queries: int | None) -> dict:
     """Search in a fresh process; its figures (and one TREC run per depth under `runs`)."""
@@ -301,7 +309,9 @@ def measure(spec: Spec, index: Path, queries_path: str, ks: list[int], runs: Pat
         lines = [line for line in done.stderr.splitlines() if line.strip()] or ["no output"]
         why = "killed (out of memory?)" if done.returncode in (-9, 137) else lines[-1][:300]
         return {"stopped": f"its search failed: {why}"}
-    return json.loads(result.read_text())
+    figures = {**json.loads(result.read_text()), "measured_with": measured_with(spec, queries_path, ks, max_queries)}
+    result.write_text(json.dumps(figures))
+    return figures
 
 
 def resident_bytes() -> int:
@@ -593,10 +603,11 @@ def main(argv: list[str] | None = None) -> None:
             label = spec.label.replace(":", "_").replace("=", "-")
             runs = work / "runs" / f"{label}-{size}"
             result = runs / "figures.json"
-            if result.is_file() and not args.remeasure:
-                figures = json.loads(result.read_text())
+            queries = args.text_queries if spec.name == "bm25" else args.queries
+            stored = json.loads(result.read_text()) if result.is_file() and not args.remeasure else {}
+            if stored.get("measured_with") == measured_with(spec, queries, ks, args.max_queries):
+                figures = stored
             else:
-                queries = args.text_queries if spec.name == "bm25" else args.queries
                 figures = measure(spec, index, queries, ks, runs, result, args.max_queries)
             if "stopped" in figures:
                 rows.append({**row, "stopped": f"{figures['stopped']} at {size:,} documents"})

@@ -213,6 +213,10 @@ def test_bench_measures_engines_on_prefixes_resumes_and_refuses_bad_input(sample
     kept = {path: path.stat().st_mtime_ns for path in work.rglob("figures.json")}
     again = run_tool("bench", *args, check=True)
     assert {path: path.stat().st_mtime_ns for path in work.rglob("figures.json")} == kept and again.stdout
+    # a stored measurement taken at other depths is measured again, not reused under the new ones
+    deeper = run_tool("bench", *[("3,5" if arg == "3,10" else arg) for arg in args], check=True)
+    assert all(path.stat().st_mtime_ns != mtime for path, mtime in kept.items()), deeper.stdout
+    assert all(json.loads(path.read_text())["measured_with"]["ks"] == [3, 5] for path in kept)
     cases = [
         (["--sizes", "13"], "--sizes: 13 is larger than the collection (12 documents"),
         (["--engines", "elastic"], "'elastic' is not an engine bench measures"),
