@@ -47,7 +47,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from lsr_pyserini.core.java import start_jvm
+    from lsr_pyserini.core.jvm import start_jvm
 
     start_jvm()
     from pyserini.analysis import JWhiteSpaceAnalyzer

@@ -148,13 +148,13 @@ def main(argv=None) -> None:
     import lsr_pyserini
 
     lsr_pyserini.start_jvm()
-    from lsr_pyserini.engines.lucene import LuceneImpactEngine
+    from lsr_pyserini.engines.lucene.engine import LuceneImpactEngine
 
     fast = LuceneImpactEngine(args.index, fast=True)
     batch = LuceneImpactEngine(args.index, fast=False)
     from pyserini.search.lucene import LuceneImpactSearcher  # the `lucene search --impact` path
 
-    from lsr_pyserini.core.java import on_jvm_thread
+    from lsr_pyserini.core.jvm import on_jvm_thread
 
     pyserini = on_jvm_thread(LuceneImpactSearcher, args.index, None)
     paths = {"toolkit": lambda qid, text, k: fast.search([qid], [impacts(text)], k),

@@ -270,7 +270,7 @@ def read_query_dicts(path: Path) -> list[dict[str, int]]:
 
 
 def latency(index: Path, queries: list[dict[str, int]]) -> dict:
-    from lsr_pyserini.core.java import start_jvm
+    from lsr_pyserini.core.jvm import start_jvm
 
     start_jvm()
     from jnius import autoclass

@@ -35,7 +35,7 @@ from lsr_pyserini.core.environment import cpu_model  # noqa: E402
 
 from lsr_pyserini.core.options import positive_int  # noqa: E402
 from lsr_pyserini.core.readers import read_run  # noqa: E402
-from lsr_pyserini.stores.seismic import SeismicSearcher  # noqa: E402
+from lsr_pyserini.engines.seismic.index import SeismicIndex  # noqa: E402
 from lsr_pyserini.stores.vectors import read_impact_queries  # noqa: E402
 
 
@@ -72,7 +72,7 @@ def main() -> None:
     args = parser.parse_args()
 
     queries = read_impact_queries(args.queries)
-    searcher = SeismicSearcher(args.index)
+    searcher = SeismicIndex(args.index)
     settings = [{"query_cut": None, "heap_factor": 1.0}] + [
         {"query_cut": c, "heap_factor": h} for c, h in itertools.product(args.query_cuts, args.heap_factors)]
     figures = {"index": args.index, "queries": len(queries), "documents": searcher.documents, "cpu": cpu_model(),

@@ -44,7 +44,7 @@ from lsr_pyserini.core.outputs import folder_bytes  # noqa: E402
 from lsr_pyserini.core.evaluation import evaluate_run  # noqa: E402
 from lsr_pyserini.core.options import NamedNumbers, Number, positive_int  # noqa: E402
 from lsr_pyserini.core.writer import run_lines  # noqa: E402
-from lsr_pyserini.stores.seismic import SeismicBuild, SeismicSearcher, build_seismic_index  # noqa: E402
+from lsr_pyserini.engines.seismic.index import SeismicBuild, SeismicIndex, build_seismic_index  # noqa: E402
 from lsr_pyserini.stores.vectors import read_impact_queries  # noqa: E402
 
 SEARCH_KNOBS = NamedNumbers(("query_cut", "heap_factor"), Number(integer=False, low=0, low_open=True), "knob")
@@ -71,7 +71,7 @@ def timed(search, queries, k):
 
 
 def lucene_search(index):
-    from lsr_pyserini.core.java import start_jvm
+    from lsr_pyserini.core.jvm import start_jvm
 
     start_jvm()
     from pyserini.search.lucene import LuceneImpactSearcher
@@ -141,7 +141,7 @@ def main() -> None:
         if not exact_dir.is_dir():
             manifest = build_seismic_index(args.vectors, str(exact_dir), SeismicBuild(threads=1))
             print(f"built the exact Seismic index in {manifest['build_seconds']:.1f}s", file=sys.stderr)
-        exact = SeismicSearcher(str(exact_dir))
+        exact = SeismicIndex(str(exact_dir))
         sizes["seismic"] = {"build_seconds": exact.manifest.get("build_seconds"), "bytes": folder_bytes(exact_dir)}
     engines, lucene_documents = {}, None
     if "lucene" in args.engines:
@@ -158,7 +158,7 @@ def main() -> None:
                 build = {key: (int(v) if key in ("n_postings", "doc_cut") else v) for key, v in args.fast_build.items()}
                 manifest = build_seismic_index(args.vectors, args.fast_index, SeismicBuild(threads=1, **build))
                 print(f"built the fast Seismic index in {manifest['build_seconds']:.1f}s", file=sys.stderr)
-            fast_searcher = SeismicSearcher(args.fast_index)
+            fast_searcher = SeismicIndex(args.fast_index)
         for knobs in args.fast:
             name = "seismic-fast" if len(args.fast) == 1 else \
                 "fast " + ",".join(f"{key}={value:g}" for key, value in knobs.items())
@@ -239,7 +239,7 @@ def at_recall(engines: dict, ks, recalls=(0.95, 0.99)) -> dict:
 def milvus_engines(args, out: Path, sizes: dict) -> dict:
     """The milvus engine (and one per --milvus-drop-ratio) over a milvus-lite collection of --vectors,
     loaded first when the database has none."""
-    from lsr_pyserini.stores.milvus import MilvusCollection, load_collection
+    from lsr_pyserini.engines.milvus.collection import MilvusCollection, load_collection
 
     uri = args.milvus_uri or str(out.with_name(out.stem + ".milvus.db"))
     try:

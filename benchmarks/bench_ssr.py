@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from lsr_pyserini.core.readers import read_queries, read_run  # noqa: E402
-from lsr_pyserini.rerank import candidates_of  # noqa: E402
+from lsr_pyserini.commands.rerank import candidates_of  # noqa: E402
 from lsr_pyserini.rerankers import build_reranker  # noqa: E402
 
 

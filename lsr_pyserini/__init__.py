@@ -15,7 +15,7 @@ __version__ = "0.2.0"
 _EXPORTS = {
     "load_encoder": "api", "encoder_settings": "encoders.query", "QueryEncoder": "encoders.query", "Searcher": "api",
     "Hit": "core.hits", "TermMatch": "core.hits",
-    "start_jvm": "core.java", "InputError": "core.errors",
+    "start_jvm": "core.jvm", "InputError": "core.errors",
 }
 __all__ = sorted(_EXPORTS)
 

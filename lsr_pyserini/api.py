@@ -24,13 +24,15 @@ from pathlib import Path
 from .core.devices import placed
 from .core.errors import InputError, NotFound
 from .core.hits import Hit, Run
-from .core.indexes import BM25, IMPACT, is_remote, lucene_index_kind
+from .core.indexes import is_remote
 from .core.options import checked, positive_int, probability
 from .encoders import build_encoder
 from .models.base import SparseEncoder
 from .encoders.query import (DEFAULT_ENCODER, AugmentedBm25Queries, EncodedQueries, QueryEncoder,
                               TextQueries, encoder_settings, is_bm25aug)
-from .engines import VECTOR, available_engines, build_engine, check_engine, engine_class
+from .core.topics import VECTOR
+from .engines import (available_engines, build_engine, check_engine, engine_class, index_descriptions,
+                      recognising_engine)
 from .engines.base import ENCODED
 
 __all__ = ["load_encoder", "encoder_settings", "QueryEncoder", "Searcher", "Hit", "DEFAULT_ENCODER",
@@ -47,50 +49,17 @@ def load_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = None,
         return build_encoder(encoder_settings(name_or_path, **settings))
 
 
-def _shard_list(index) -> list[str] | None:
-    """The shard indexes of `index` when it names several (a list, or `A,B,C` that is no path)."""
-    if isinstance(index, (list, tuple)):
-        return [str(path) for path in index]
-    if "," in str(index) and not Path(index).exists():
-        return [part for part in str(index).split(",") if part]
-    return None
-
-
 def choose_engine(index, encoder_family: str | None) -> str:
-    """The engine for `index` (checked before any model is loaded): `sharded` for several indexes,
-    `seismic` for a Seismic index, `pisa` for a PISA index, `dense` for a dense store, else `lucene`
-    for an impact index and `bm25` for a BM25 one (a Lucene index of unknown kind: `lucene` with a sparse encoder)."""
-    if _shard_list(index) is not None:
-        return "sharded"
-    from .stores.milvus import is_milvus_database
-
-    if is_remote(index) or is_milvus_database(index):
-        return "milvus"
-    folder = Path(index)
-    if not folder.exists():
+    """The engine for `index` (checked before any model is loaded): the first engine, in their
+    declared order, that recognises it (engines/base.py: `sharded` for several indexes, `milvus` for
+    a database or an address, `seismic`, `pisa`, `bmp` and `dense` for their folders, then a Lucene
+    index: `lucene` when impact, `bm25` when BM25, and by the encoder's family when unrecorded)."""
+    name = recognising_engine(index, encoder_family)
+    if name is not None:
+        return name
+    if not Path(index).exists():
         raise InputError(f"{index}: no such index folder")
-    from .stores.dense import DENSE_STORE
-    from .stores.pisa import MANIFEST as PISA_MANIFEST
-    from .stores.pisa import PISA_INDEX
-    from .stores.seismic import MANIFEST as SEISMIC_MANIFEST
-    from .stores.seismic import SEISMIC_INDEX
-
-    if SEISMIC_INDEX.recognise(folder):
-        return "seismic"
-    if PISA_INDEX.recognise(folder):
-        return "pisa"
-    if DENSE_STORE.recognise(folder):
-        return "dense"
-    try:
-        kind = lucene_index_kind(folder)
-    except InputError:
-        raise InputError(f"{index}: not an index (no Lucene segments_N file, no {SEISMIC_MANIFEST}, no {PISA_MANIFEST}, "
-                         f"no dense-store manifest)") from None
-    if kind == IMPACT:
-        return "lucene"
-    if kind == BM25 or encoder_family is None or encoder_family == "bm25aug":
-        return "bm25"
-    return "lucene"
+    raise InputError(f"{index}: not an index (none of: {'; '.join(index_descriptions())})")
 
 
 class Searcher:
@@ -147,7 +116,9 @@ class Searcher:
             bm25_check(*bm25)
         if engine is not None and engine not in available_engines():
             check_engine(engine, {})  # the one-line refusal naming the engines
-        shards = _shard_list(index)
+        from .engines.sharded import shard_list
+
+        shards = shard_list(index)
         for path in shards or [index]:
             if not Path(path).exists() and not is_remote(path):
                 raise InputError(f"{path}: no such index folder")

@@ -9,6 +9,12 @@ Not kept: helpers that became methods of a family's model (bge-m3's `dense_score
 declarations now), `SAETrainer` (now `SAEFit`, a model of the training loop), and the submodules of
 the old `lsr_pyserini.ssr` package (`python -m lsr_pyserini.ssr` is unchanged; the modules are
 `lsr_pyserini.models.ssr.*`).
+
+The engine-folder layout moved each engine's modules into `engines/NAME/` and every command into a
+room (`commands/`, or its engine's folder) behind a door of the same name at the top of the package:
+`python -m lsr_pyserini.X` is unchanged, and a name imported from a door (`from lsr_pyserini.lucene
+import run_tool`) or from an engine's old module (`lsr_pyserini.engines.lucene.run_precisions`) is
+read from its room with a DeprecationWarning (`forward_to`).
 """
 from __future__ import annotations
 
@@ -18,6 +24,8 @@ import importlib.util
 import sys
 import types
 import warnings
+
+from .core.forwarding import forward_to  # noqa: F401  (the doors' and engine folders' old names)
 
 FAMILY = {name: tuple(f"models.{name}.{module}" for module in modules) for name, modules in {
     "bgem3": ("model", "encoder", "config"), "bm25aug": ("model", "config"), "dense": ("encoder", "config", "queries"),
@@ -29,8 +37,8 @@ MOVED = {
     "core.fastpath": ("kernels.fastpath",),
     "core.jit": ("kernels.jit",),
     "core.quantize": ("kernels.int8",),
-    "core.regression": ("regression",),
-    "core.shards": ("engines.sharded",),
+    "core.regression": ("commands.regress.run",),
+    "core.shards": ("engines.sharded.engine",),
     "core.wordpiece_bm25": ("kernels.wordpiece_bm25", "core.indexes"),
     "encoders.base": ("models.base", "models.registry"),
     "encoders.shards": ("encoders.recipes",),
@@ -46,6 +54,13 @@ MOVED = {
        for name in ("bgem3", "bm25aug", "sparseembed", "splade", "ssr", "tilde", "tildev2")},
 }
 MOVED["train.ssr"] += ("models.ssr.sae",)
+# the engine-folder layout: an engine's index (its "store" before) lies in its folder; commands in commands/
+MOVED.update({
+    "stores.pisa": ("engines.pisa.index",), "stores.seismic": ("engines.seismic.index",),
+    "stores.milvus": ("engines.milvus.collection",), "core.java": ("core.jvm",),
+    "regression": ("commands.regress.run",), "serve.rest2": ("serve.rest_pyserini2",),
+})
+from .core.forwarding import RENAMED  # noqa: E402  (names that changed with their module)
 
 
 class MovedModule(types.ModuleType):
@@ -56,8 +71,8 @@ class MovedModule(types.ModuleType):
             raise AttributeError(name)
         for target in self.__moved_to__:
             module = importlib.import_module(f"{__package__}.{target}")
-            if hasattr(module, name):
-                value = getattr(module, name)
+            if hasattr(module, RENAMED.get(name, name)):
+                value = getattr(module, RENAMED.get(name, name))
                 setattr(self, name, value)
                 return value
         raise AttributeError(f"module {self.__name__!r} (moved to {', '.join(self.__moved_to__)}) has no "

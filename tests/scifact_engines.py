@@ -184,7 +184,7 @@ def check_impact_engines(work: Path, data: Path, scratch: Path, dense_model: Pat
 def check_explanations(searcher, loaded) -> None:
     """Every top-10 hit's contributions add up to its score: exactly the integer impact score
     (Lucene's run score is that integer after Anserini's tie adjustment, below 1e-3 away)."""
-    from lsr_pyserini.engines.sharded import raw_score
+    from lsr_pyserini.engines.sharded.engine import raw_score
 
     results = searcher.batch_search([q.text for q in loaded], [q.id for q in loaded], k=10, threads=2, explain=True)
     checked = 0

@@ -18,7 +18,7 @@ SCALE = 100
 
 def command(capsys, *argv, tool: str = "bm25aug") -> tuple[int, str]:
     """Run `python -m lsr_pyserini.TOOL ARGV` in this process (no JVM involved); (exit status, stderr)."""
-    from lsr_pyserini.bm25aug import main as bm25aug_main
+    from lsr_pyserini.commands.bm25aug import main as bm25aug_main
     from lsr_pyserini.core.cli import run_main
     from lsr_pyserini.train.__main__ import main as train_main
 
@@ -102,7 +102,7 @@ def test_lucene_scores_equal_the_model_formula(tmp_path, capsys, tiny_body, word
 
 def test_norm_quantisation_matches_lucene():
     lengths = [0, 1, 23, 24, 25, 31, 40, 57, 100, 255, 1000, 4097, 123456]
-    code = ("import json,sys; from lsr_pyserini.core.java import start_jvm; start_jvm(); from jnius import autoclass; "
+    code = ("import json,sys; from lsr_pyserini.core.jvm import start_jvm; start_jvm(); from jnius import autoclass; "
             "S=autoclass('org.apache.lucene.util.SmallFloat'); "
             f"print(json.dumps([S.byte4ToInt(S.intToByte4(n)) for n in {lengths}]))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -185,7 +185,7 @@ def test_an_ir_datasets_id_reads_as_its_files(sample_irds):
 
 
 def test_encode_reads_an_ir_datasets_id_as_it_reads_the_files(sample_irds, tiny_preset, tmp_path):
-    from lsr_pyserini.encode import main as encode  # in-process: the id is registered in this process
+    from lsr_pyserini.commands.encode import main as encode  # in-process: the id is registered in this process
 
     common = ["--encoder", str(tiny_preset), "--threads", "1", "--quiet"]
     outputs = {}

@@ -99,8 +99,8 @@ def test_auto_and_cpu_float32_give_the_golden_shards_queries_store_and_run(tmp_p
     equality only shows that runs repeat: "as before" is the recorded digests (tests/golden/devices.json).
     Impacts are integers (SPLADE-tiny's weights x100 rounded): one digest for every CPU kind; the
     dense store's float32 vectors and the run's float scores are kept per CPU kind."""
-    from lsr_pyserini.encode import main as encode
-    from lsr_pyserini.search_dense import main as search_dense
+    from lsr_pyserini.commands.encode import main as encode
+    from lsr_pyserini.engines.dense.command import main as search_dense
 
     variants = {"default": [], "auto": ["--device", "auto", "--dtype", "auto"], "cpu": ["--device", "cpu", "--dtype", "float32"]}
     outputs = {}
@@ -131,7 +131,7 @@ def test_auto_and_cpu_float32_give_the_golden_shards_queries_store_and_run(tmp_p
 def test_bfloat16_on_the_cpu_encodes_close_to_float32_and_is_part_of_the_identity(tmp_path):
     from lsr_pyserini import load_encoder
     from lsr_pyserini.core.writer import to_impacts
-    from lsr_pyserini.encode import main as encode
+    from lsr_pyserini.commands.encode import main as encode
 
     texts = [line for line in (SAMPLE / "corpus.jsonl").read_text().splitlines()][:6]
     texts = [json.loads(t)["title"] + " " + json.loads(t)["text"] for t in texts]
@@ -247,7 +247,7 @@ def test_sparseembed_frozen_encoder_stage_trains_on_cpu_the_golden_weights(tiny_
 
 @pytest.fixture(scope="module")
 def ssr_tokens(tiny_encoder_only, tmp_path_factory):
-    from lsr_pyserini.ssr import main as ssr
+    from lsr_pyserini.commands.ssr import main as ssr
 
     out = tmp_path_factory.mktemp("ssr-devices") / "tokens"
     ssr(["embed", "--model", str(tiny_encoder_only), "--input", str(SAMPLE / "corpus.jsonl"), "--output", str(out),
@@ -258,7 +258,7 @@ def ssr_tokens(tiny_encoder_only, tmp_path_factory):
 @pytest.mark.golden
 @pytest.mark.skipif(not NO_CUDA, reason="auto is CUDA here: not the CPU's weights")
 def test_ssr_fit_index_and_train_ssr_on_cpu_the_golden_outputs(ssr_tokens, training_negatives, tmp_path):
-    from lsr_pyserini.ssr import main as ssr
+    from lsr_pyserini.commands.ssr import main as ssr
     from lsr_pyserini.models.ssr.training import SSRFamily
 
     assert SSRFamily.device_ready is True
@@ -281,7 +281,7 @@ def test_ssr_fit_index_and_train_ssr_on_cpu_the_golden_outputs(ssr_tokens, train
 
 
 def test_ssr_fit_and_index_take_the_device_and_float32_only(capsys):
-    from lsr_pyserini.ssr import build_parser
+    from lsr_pyserini.commands.ssr import build_parser
 
     for command in ("fit", "index"):
         flags = {option: action for action in subparser(build_parser(), [command])._actions

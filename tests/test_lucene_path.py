@@ -52,7 +52,7 @@ def tied(tmp_path_factory):
 
 @pytest.mark.parametrize("index", ["impact", "impact-raw"])
 def test_impact_top_k_equals_anserinis_batch_search_through_ties(tied, index):
-    from lsr_pyserini.engines.lucene import LuceneImpactEngine
+    from lsr_pyserini.engines.lucene.engine import LuceneImpactEngine
 
     fast, anserini = LuceneImpactEngine(tied / index, fast=True), LuceneImpactEngine(tied / index, fast=False)
     assert fast.fast is not None and fast.fast.ids is not None and anserini.fast is None
@@ -66,7 +66,7 @@ def test_impact_top_k_equals_anserinis_batch_search_through_ties(tied, index):
 
 
 def test_bm25_top_k_equals_anserinis_batch_search_through_ties(tied):
-    from lsr_pyserini.engines.lucene import Bm25Engine
+    from lsr_pyserini.engines.lucene.engine import Bm25Engine
 
     fast, anserini = Bm25Engine(tied / "bm25", fast=True), Bm25Engine(tied / "bm25", fast=False)
     assert fast.fast is not None and fast.fast.ids is None  # the sorted collector, ids from sort values
@@ -88,11 +88,11 @@ def test_the_search_command_writes_lucene_search_impacts_run(tied, tmp_path):
 
 
 def test_an_index_without_id_doc_values_is_searched_the_slow_way_with_one_warning(tied, monkeypatch, caplog):
-    from lsr_pyserini.engines import lucene
+    from lsr_pyserini.engines.lucene import engine as lucene
 
     reference = lucene.LuceneImpactEngine(tied / "impact", fast=False).search(["q"], [{"a": 1, "b": 1}], 10)
     monkeypatch.setattr(lucene.TopK, "of", classmethod(lambda cls, index, by_score: None))
-    with caplog.at_level(logging.WARNING, logger="lsr_pyserini.engines.lucene"):
+    with caplog.at_level(logging.WARNING, logger="lsr_pyserini.engines.lucene.engine"):
         engine = lucene.LuceneImpactEngine(tied / "impact")
     assert [r.getMessage() for r in caplog.records if "doc values" in r.getMessage()] == [
         f"{tied / 'impact'}: its `id` field has no binary doc values (an index built elsewhere): ids are read from "
@@ -101,7 +101,7 @@ def test_an_index_without_id_doc_values_is_searched_the_slow_way_with_one_warnin
 
 
 def test_a_corrupt_index_and_a_bad_switch_are_refused_in_one_line(tied, tmp_path, monkeypatch):
-    from lsr_pyserini.engines.lucene import LuceneImpactEngine
+    from lsr_pyserini.engines.lucene.engine import LuceneImpactEngine
 
     import shutil
 
@@ -122,7 +122,7 @@ def test_a_lucene_search_imports_neither_torch_nor_pyserinis_search_modules(tied
     search modules import torch and transformers)."""
     topics = tmp_path / "q.tsv"
     topics.write_text("q1\ta a b\n")
-    probe = ("import sys\nfrom lsr_pyserini.search import main\n"
+    probe = ("import sys\nfrom lsr_pyserini.commands.search import main\n"
              f"main(['--engine', 'lucene', '--encoded', '--index', {str(tied / 'impact')!r}, '--topics', "
              f"{str(topics)!r}, '--output', {str(tmp_path / 'run.txt')!r}, '--quiet'])\n"
              "print(sorted(m for m in ('torch', 'transformers', 'pyserini.search', 'pyserini.encode') if m in sys.modules))")
@@ -169,7 +169,7 @@ def test_run_precision_in_one_pass_equals_the_formatted_text():
     import numpy as np
 
     from lsr_pyserini.core.hits import run_precision
-    from lsr_pyserini.engines.lucene import run_precisions
+    from lsr_pyserini.engines.lucene.engine import run_precisions
 
     rng = np.random.default_rng(1)
     values = np.concatenate([

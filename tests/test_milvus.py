@@ -56,7 +56,7 @@ def sample(tmp_path_factory, service_indexes) -> dict:
 
 def collection_contents(db: Path, name: str) -> tuple[list, dict]:
     """Every entity (docid, sparse, dense) in docid order, and the properties but the load's time."""
-    from lsr_pyserini.stores.milvus import connect, disconnect
+    from lsr_pyserini.engines.milvus.collection import connect, disconnect
 
     client = connect(str(db))  # disconnect frees the database for the next process
     try:
@@ -124,7 +124,7 @@ def dying(self, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
     return original(self, *args, **kwargs)
 MilvusClient.{killed_in} = dying
-from lsr_pyserini.milvus import main
+from lsr_pyserini.engines.milvus.command import main
 main(sys.argv[1:])
 """
     killed = subprocess.run([sys.executable, "-c", dying, *map(str, load)], cwd=REPO, capture_output=True, text=True,
@@ -186,7 +186,7 @@ def test_faults_are_one_line_and_create_nothing(sample, tmp_path, monkeypatch):
 
 def test_without_the_extra_one_line_names_it(sample, tmp_path):
     blocked = "import sys; sys.modules['pymilvus'] = None\nfrom lsr_pyserini.core.cli import run_main\n" \
-              "from lsr_pyserini.milvus import main\nrun_main(lambda: main(sys.argv[1:]))"
+              "from lsr_pyserini.engines.milvus.command import main\nrun_main(lambda: main(sys.argv[1:]))"
     done = subprocess.run([sys.executable, "-c", blocked, "search", "--uri", str(sample["db"]), "--collection", "s",
                            "--topics", str(sample["queries"]), "--output", str(tmp_path / "run.txt")],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -197,7 +197,9 @@ def test_hybrid_search_is_rrf_fusion_of_the_two_runs(sample, tmp_path):
     """Milvus's hybrid_search (RRFRanker 60, each field's top 12) gives `fuse --method rrf` (weights 1,
     k 60) of the sparse run and the exact dense run at depth 12, line for line (no query here has
     tied inputs, which each side may order its own way)."""
-    from lsr_pyserini import fuse, milvus, search_dense
+    from lsr_pyserini.commands import fuse
+    from lsr_pyserini.engines.milvus import command as milvus
+    from lsr_pyserini.engines.dense import command as search_dense
 
     hybrid, sparse, dense, fused = (tmp_path / f"run.{name}.txt" for name in ("hybrid", "sparse", "dense", "fused"))
     run_tool("milvus", "search", "--uri", sample["db"], "--collection", "sample", "--topics", sample["queries"],
@@ -221,7 +223,7 @@ def test_a_document_without_impacts_is_left_out_or_kept_for_its_dense_vector(sam
     never retrieves it either); with one it is kept under a sparse id no query has, and its dense
     vector is found."""
     from lsr_pyserini.stores.dense import DenseStore
-    from lsr_pyserini.stores.milvus import MilvusCollection, load_collection
+    from lsr_pyserini.engines.milvus.collection import MilvusCollection, load_collection
     from lsr_pyserini.stores.vectors import read_impact_queries
 
     records = [json.loads(line) for shard in sorted(sample["vectors"].glob("*.jsonl"))

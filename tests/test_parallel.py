@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from conftest import MEET_NULLS_IN_COMPILED_JAVA, REPO, SAMPLE, run_tool
-from lsr_pyserini import encode
+from lsr_pyserini.commands import encode
 from lsr_pyserini.core.errors import InputError
-from lsr_pyserini.core.java import restore_jvm_fault_handlers
+from lsr_pyserini.core.jvm import restore_jvm_fault_handlers
 from lsr_pyserini.core.outputs import release_outputs
 from lsr_pyserini.core.writer import manifest_path
 
@@ -203,8 +203,8 @@ def test_java_still_runs_after_an_encoding_on_ray_in_the_same_process(tiny_prese
     the next null met in compiled Java code; the encoder puts the JVM's back after each."""
     import ray.data  # noqa: F401  (pinned: fails rather than skips when broken)
     script = f"""
-from lsr_pyserini import encode
-from lsr_pyserini.core.java import start_jvm
+from lsr_pyserini.commands import encode
+from lsr_pyserini.core.jvm import start_jvm
 start_jvm()
 encode.main(["corpus", "--encoder", {str(tiny_preset)!r}, "--input", {str(SAMPLE / "corpus.jsonl")!r},
              "--output", {str(tmp_path / "vectors")!r}, "--shard-size", "7", "--ray", "--ray-actors", "2", "--quiet"])

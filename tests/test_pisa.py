@@ -46,7 +46,7 @@ def test_every_exact_algorithm_gives_the_lucene_run_line_for_line(sample):
     assert manifest["input_manifest"]["status"] == "complete"
     assert not (sample / "pisa.partial").exists() and not (sample / "pisa.building").exists()
     # the conjunctive algorithms keep only the documents holding every query term
-    searcher = engine.PisaSearcher(str(sample / "pisa"), "ranked_and")
+    searcher = engine.PisaIndex(str(sample / "pisa"), "ranked_and")
     queries = read_impact_queries(str(sample / "queries.tsv"))
     conjunctive = searcher.search(queries, 1000)
     assert not searcher.exact and sum(map(len, conjunctive.values())) < len(lucene)
@@ -84,7 +84,7 @@ def test_ties_are_ordered_by_docid_even_beyond_k_and_across_threads(tmp_path):
     vectors = tied_collection()
     engine.build_pisa_index(str(write_shard(tmp_path / "v", vectors)), str(tmp_path / "ix"))
     for algorithm in engine.EXACT_ALGORITHMS:
-        searcher = engine.PisaSearcher(str(tmp_path / "ix"), algorithm)
+        searcher = engine.PisaIndex(str(tmp_path / "ix"), algorithm)
         queries = [("q1", {"a": 1}), ("q2", {"a": 3, "b": 1, "c": 2}), ("q3", {"c": 5, "zzz": 4}),
                    ("q4", {"unknown": 3})]
         for k in (1, 7, 20, 21, 100):
@@ -116,13 +116,13 @@ def test_an_interrupted_build_resumes_from_its_finished_shards(tmp_path, monkeyp
     manifest = engine.build_pisa_index(str(shards), str(tmp_path / "ix"))
     assert read == ["part-00000.jsonl", "part-00001.jsonl", "part-00001.jsonl", "part-00002.jsonl"]
     assert manifest["documents"] == 90 and not (tmp_path / "ix.partial").exists()
-    searcher = engine.PisaSearcher(str(tmp_path / "ix"))
+    searcher = engine.PisaIndex(str(tmp_path / "ix"))
     query = {"a": 2, "t3": 1}
     assert searcher.search([("q", query)], 40)["q"] == brute_force(vectors, query, 40)
 
 
 def test_the_missing_extra_is_one_line_naming_it(tmp_path, monkeypatch):
-    from lsr_pyserini.pisa import main
+    from lsr_pyserini.engines.pisa.command import main
 
     monkeypatch.delitem(sys.modules, "pyterrier_pisa._pisathon")
     monkeypatch.setattr(engine.importlib.util, "find_spec", lambda name: None)
@@ -130,7 +130,7 @@ def test_the_missing_extra_is_one_line_naming_it(tmp_path, monkeypatch):
         main(["index", "--input", str(tmp_path), "--index", str(tmp_path / "ix")])
     (tmp_path / "pisa.json").write_text(json.dumps({"format": engine.FORMAT}))
     with pytest.raises(InputError, match=r"pip install 'lsr-pyserini\[pisa\]'"):
-        engine.PisaSearcher(str(tmp_path))
+        engine.PisaIndex(str(tmp_path))
 
 
 def test_bad_inputs_are_one_line_and_create_nothing(sample, tmp_path):
@@ -153,7 +153,7 @@ def test_bad_inputs_are_one_line_and_create_nothing(sample, tmp_path):
     ok = run_tool("pisa", "index", "--input", shards, "--index", tmp_path / "ix")  # as a user runs it
     assert ok.returncode == 0 and "indexed 1 documents" in ok.stderr, ok.stderr
     assert "[info]" not in ok.stderr and "Create index" not in ok.stderr  # PISA's own output: to the log
-    from lsr_pyserini.pisa import main
+    from lsr_pyserini.engines.pisa.command import main
     before = sorted(path.name for path in tmp_path.iterdir())
     cases = [
         (("index", "--input", tmp_path / "absent", "--index", tmp_path / "x"), "no such folder"),
@@ -181,7 +181,7 @@ def test_bad_inputs_are_one_line_and_create_nothing(sample, tmp_path):
     assert result.returncode == 2 and len(error_lines(result)) == 1, result.stderr
     (tmp_path / "ix" / "fwd.doclex").unlink()
     with pytest.raises(InputError, match="fwd.doclex: missing"):
-        engine.PisaSearcher(str(tmp_path / "ix"))
+        engine.PisaIndex(str(tmp_path / "ix"))
 
 
 def test_bench_measures_engines_on_prefixes_resumes_and_refuses_bad_input(sample, tmp_path):

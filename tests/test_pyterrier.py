@@ -56,7 +56,7 @@ def test_pyterrier_pisa_indexes_and_searches_the_toks_as_they_are(service_indexe
     import pyterrier_pisa
 
     from lsr_pyserini.engines import build_engine
-    from lsr_pyserini.stores.pisa import build_pisa_index
+    from lsr_pyserini.engines.pisa.index import build_pisa_index
 
     documents = pd.DataFrame([(d.id, d.text) for d in read_corpus(str(SAMPLE / "corpus.jsonl"))],
                              columns=["docno", "text"])

@@ -100,7 +100,7 @@ def test_int8_dense_store_is_flagged_and_rebuilds_int8_queries(tiny_encoder_only
 
 
 def test_an_index_of_int8_shards_is_flagged_beside_it(tmp_path):
-    from lsr_pyserini.lucene import record_encoding
+    from lsr_pyserini.engines.lucene.command import record_encoding
 
     shards, index = tmp_path / "vectors", tmp_path / "index"
     shards.mkdir()

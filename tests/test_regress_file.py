@@ -9,7 +9,7 @@ import yaml
 from conftest import REPO, run_tool
 from lsr_pyserini.core.errors import InputError
 from lsr_pyserini.core.evaluation import EFFICIENCY_FIGURES
-from lsr_pyserini.regression import check_expectations, load_regression, read_efficiency
+from lsr_pyserini.commands.regress.run import check_expectations, load_regression, read_efficiency
 
 REGRESSION_FILES = sorted((REPO / "eval" / "regressions").glob("*.yaml")) + sorted(
     (REPO / "eval" / "regressions" / "ci").glob("*.yaml")) + [REPO / "lsr_pyserini" / "sample" / "sample-splade-tiny.yaml"]
@@ -110,7 +110,7 @@ REFUSALS = [  # (change, what the one error line must say after the file's name)
 
 def refusal(path: Path, capsys) -> str:
     """The regress command in this process (as `python -m` runs it): exit 2, one error line."""
-    from lsr_pyserini import regress
+    from lsr_pyserini.commands.regress import command as regress
     from lsr_pyserini.core.cli import run_main
 
     capsys.readouterr()
@@ -325,8 +325,8 @@ def test_training_steps_run_with_the_files_thread_count_whatever_threads_says(ti
     beside the library versions. The steps are not run: the command lines regress builds are kept."""
     import subprocess
 
-    from lsr_pyserini import regress
-    from lsr_pyserini import regression
+    from lsr_pyserini.commands.regress import command as regress
+    from lsr_pyserini.commands.regress import run as regression
 
     spec = {"collection": tiny_collection.name, "train_threads": 1, "qrels": "{data}/qrels.test.trec",
             "steps": ["train splade --queries {data}/q.tsv --output {work}/model --threads {train_threads}",

@@ -99,7 +99,7 @@ def tied_collection():
 def test_ties_are_ordered_by_docid_even_beyond_k(tmp_path):
     vectors = tied_collection()
     engine.build_seismic_index(str(write_shard(tmp_path / "v", vectors)), str(tmp_path / "ix"))
-    searcher = engine.SeismicSearcher(str(tmp_path / "ix"))
+    searcher = engine.SeismicIndex(str(tmp_path / "ix"))
     for query in ({"a": 1}, {"a": 3, "b": 1, "c": 2}, {"c": 5, "zzz": 4}):
         for k in (1, 7, 20, 21, 100):
             assert searcher.search_one("q", query, k) == brute_force(vectors, query, k), (query, k)
@@ -116,7 +116,7 @@ def test_large_vocabulary_index_and_refusal(tmp_path, monkeypatch):
     assert not (tmp_path / "refused").exists() or not any((tmp_path / "refused").iterdir())
     manifest = engine.build_seismic_index(str(shards), str(tmp_path / "lv"))
     assert manifest["large_vocabulary"]
-    searcher = engine.SeismicSearcher(str(tmp_path / "lv"))
+    searcher = engine.SeismicIndex(str(tmp_path / "lv"))
     assert type(searcher.index).__name__ == "SeismicIndexLV"
     query = {"a": 3, "b": 1, "c": 2}
     assert searcher.search_one("q", query, 25) == brute_force(vectors, query, 25)
@@ -130,14 +130,14 @@ def test_beyond_65536_terms_the_16_bit_index_is_refused_in_one_line(tmp_path):
 
 
 def test_the_missing_extra_is_one_line_naming_it(tmp_path, monkeypatch):
-    from lsr_pyserini.seismic import main
+    from lsr_pyserini.engines.seismic.command import main
 
     monkeypatch.setitem(sys.modules, "seismic", None)  # import seismic raises ImportError
     with pytest.raises(InputError, match=r"pip install 'lsr-pyserini\[seismic\]'"):
         main(["index", "--input", str(tmp_path), "--index", str(tmp_path / "ix")])
     (tmp_path / "seismic.json").write_text(json.dumps({"format": engine.FORMAT}))
     with pytest.raises(InputError, match=r"pip install 'lsr-pyserini\[seismic\]'"):
-        engine.SeismicSearcher(str(tmp_path))
+        engine.SeismicIndex(str(tmp_path))
 
 
 def test_bad_inputs_are_one_line(tmp_path):
@@ -148,7 +148,7 @@ def test_bad_inputs_are_one_line(tmp_path):
     (tmp_path / "q.tsv").write_text("no tab here\n")
     ok = run_tool("seismic", "index", "--input", shards, "--index", tmp_path / "ix")  # as a user runs it
     assert ok.returncode == 0 and "indexed 1 documents" in ok.stderr, ok.stderr
-    from lsr_pyserini.seismic import main
+    from lsr_pyserini.engines.seismic.command import main
     cases = [
         (("index", "--input", tmp_path / "absent", "--index", tmp_path / "x"), "no such folder"),
         (("index", "--input", bad, "--index", tmp_path / "x"), "term 'a' has impact 'x'"),
@@ -167,7 +167,7 @@ def test_bad_inputs_are_one_line(tmp_path):
     assert result.returncode == 2 and len(error_lines(result)) == 1, result.stderr
     (tmp_path / "ix" / "vocabulary.json").write_text("[\"a\"")  # truncated
     with pytest.raises(InputError, match="truncated or not JSON"):
-        engine.SeismicSearcher(str(tmp_path / "ix"))
+        engine.SeismicIndex(str(tmp_path / "ix"))
 
 
 @pytest.mark.parametrize("vector, message", [

@@ -11,12 +11,12 @@ import pytest
 from conftest import REPO, SAMPLE, error_lines, run_tool
 
 from lsr_pyserini.core.errors import InputError
-from lsr_pyserini.engines.sharded import adjust_ties, merge_hits, raw_score, topic_order, ShardRun
+from lsr_pyserini.engines.sharded.engine import adjust_ties, merge_hits, raw_score, topic_order, ShardRun
 
 # Runs several `lucene` commands in one process (one JVM start instead of one per command).
 DRIVER = """
 import json, sys
-from lsr_pyserini.lucene import main
+from lsr_pyserini.engines.lucene.command import main
 for argv in json.loads(sys.argv[1]):
     code = main(argv)
     if code:

@@ -168,7 +168,8 @@ def test_rerank_cli_orders_by_the_embedding_score(trained, store, negatives, tmp
 
 
 def test_efficiency_figures(store, trained, tmp_path, capsys):
-    from lsr_pyserini import encode, evaluate
+    from lsr_pyserini.commands import encode
+    from lsr_pyserini.commands import evaluate
 
     topics = tmp_path / "topics.tsv"
     encode.main(["queries", "--encoder", "sparseembed", "--model", str(trained), "--input", str(QUERIES),
@@ -182,7 +183,7 @@ def test_efficiency_figures(store, trained, tmp_path, capsys):
 
 def rerank_refused(capsys, store, run, tmp_path, *extra):
     """The rerank command in this process (as `python -m` runs it): exit 2, one error line, no output."""
-    from lsr_pyserini import rerank
+    from lsr_pyserini.commands import rerank
     from lsr_pyserini.core.cli import run_main
 
     output = tmp_path / "refused.txt"

@@ -21,7 +21,7 @@ from lsr_pyserini.core.errors import InputError
 from lsr_pyserini.core.length_order import encode_in_length_order
 from lsr_pyserini.core.readers import document_text
 from lsr_pyserini.core.writer import to_impacts
-from lsr_pyserini.export import main as export
+from lsr_pyserini.commands.export import main as export
 
 TOLERANCE = 1e-6
 QUERIES = [line.split("\t", 1)[1] for line in (SAMPLE / "queries.test.tsv").read_text().splitlines()]

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from conftest import SAMPLE
-from lsr_pyserini import encode
+from lsr_pyserini.commands import encode
 from lsr_pyserini.core.outputs import release_outputs
 from lsr_pyserini.core.writer import manifest_path
 

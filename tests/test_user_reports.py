@@ -184,7 +184,7 @@ def test_an_exception_or_no_output_of_pyserini_is_a_failure_in_one_line(indexes,
     writing nothing, is one line and a failure, and its scratch output is removed."""
     import runpy
 
-    from lsr_pyserini import lucene
+    from lsr_pyserini.engines.lucene import command as lucene
     from lsr_pyserini.core.errors import InputError
     from lsr_pyserini.core.outputs import release_outputs
 

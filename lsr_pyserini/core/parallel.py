@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from .errors import InputError
-from .java import restore_jvm_fault_handlers
+from .jvm import restore_jvm_fault_handlers
 
 RAY_EXTRA = "pip install 'lsr-pyserini[ray]'"
 

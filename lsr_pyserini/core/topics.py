@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 
 TOPICS_RECORD = ".lsr.json"  # QUERIES.tsv.lsr.json, beside the query file
 ENCODED_QUERIES = "encoded-queries"
-IMPACTS, TEXT = "impacts", "text"  # the query kinds of engines/base.py
+# the kinds of query an engine takes (its `query_kind`) and a query side makes, defined here only:
+# integer impacts {term: int}, text (or a {term: boost} bag for BM25), a float32 vector
+IMPACTS, TEXT, VECTOR = "impacts", "text", "vector"
 # what a query encoder and the documents' must share for the query's terms to mean the documents'
 # (as engines/base.py's QUERY_SIDE; lengths and cuts of one side may differ)
 SAME_ENCODER = ("family", "model", "pooling")

@@ -18,12 +18,12 @@ from ..core.length_order import encode_in_length_order
 from ..core.errors import InputError
 from ..models.configs import resolve_settings
 from ..models.settings import QUERY_MAX_LENGTH
+from ..core.topics import IMPACTS, TEXT, VECTOR  # noqa: F401  (what each query side makes)
 from ..core.writer import to_impacts
 from . import build_encoder
 from ..models.base import SparseVector
 
 DEFAULT_ENCODER = "splade-tiny"
-IMPACTS, TEXT, VECTOR = "impacts", "text", "vector"  # what each query side makes (engines/base.py)
 
 
 def encoder_settings(name_or_path: str = DEFAULT_ENCODER, **overrides) -> dict:

@@ -1,29 +1,61 @@
-"""Engines: encoded queries in, a `Run` out (see `base.py` for the interface).
+"""Engines: encoded queries in, a `Run` out (see `base.py` for the interface). One folder each, holding
+its engine class, its index build and store, and its command line (`python -m lsr_pyserini.NAME`):
 
-    lucene    Lucene impact index (Anserini's SimpleImpactSearcher)           queries: {term: int}
-    bm25      Lucene BM25 (plain, or augmented-BM25 boosts, pretokenized)     queries: text / {term: boost}
-    sharded   several Lucene impact indexes, merged into one index's run      queries: {term: int}
-    seismic   Seismic index of the same shards (the `[seismic]` extra)        queries: {term: int}
-    dense     exact inner product over a dense store (faiss)                  queries: float32 vectors
-    milvus    a Milvus collection of the same shards (the `[milvus]` extra)   queries: {term: int}
-    pisa      a PISA index of the same shards (the `[pisa]` extra)            queries: {term: int}
+    lucene/   lucene  Lucene impact index (Anserini's SimpleImpactSearcher)         queries: {term: int}
+              bm25    Lucene BM25 (plain, or augmented-BM25 boosts, pretokenized)   queries: text / {term: boost}
+    sharded/  sharded several Lucene impact indexes, merged into one index's run    queries: {term: int}
+    seismic/  seismic a Seismic index of the same shards (the `[seismic]` extra)    queries: {term: int}
+    dense/    dense   exact inner product over a dense store (faiss)                queries: float32 vectors
+    milvus/   milvus  a Milvus collection of the same shards (the `[milvus]` extra) queries: {term: int}
+    pisa/     pisa    a PISA index of the same shards (the `[pisa]` extra)          queries: {term: int}
+    bmp/      bmp     a BMP index of the same shards (Block-Max Pruning; `bmp`)    queries: {term: int}
+
+An engine of your own is a package named in `LSR_PYSERINI_ENGINES` (module names, comma-separated):
+importing it registers its engines, after the toolkit's (docs/architecture.md, "Add an engine").
+What each engine is (what it recognises, whether it is exact, how its index is built) is declared on
+its class; nothing here or in the commands keeps a table by engine name.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
+import os
 
 from ..core.errors import InputError
-from .base import ENGINE_CLASSES, ENGINES, IMPACTS, TEXT, VECTOR, Engine, register
+from ..core.topics import IMPACTS, TEXT, VECTOR
+from .base import ENGINE_CLASSES, ENGINES, Engine, register
+
+BUILT_IN = ("lucene", "sharded", "seismic", "dense", "milvus", "pisa", "bmp")  # folders, in listing order
+PLUGINS = "LSR_PYSERINI_ENGINES"
+_loaded: set[str] = set()
 
 
 def _load_engines() -> None:
-    """Import every engine module (each registers its engines; this order is the one listed)."""
-    from . import lucene, sharded, seismic, dense, milvus, pisa  # noqa: F401,I001
+    """Import every engine package (each registers its engines), the toolkit's first, then those
+    named in LSR_PYSERINI_ENGINES; a name that does not import is refused in one line."""
+    wanted = [f"{__name__}.{name}" for name in BUILT_IN]
+    wanted += [name.strip() for name in os.environ.get(PLUGINS, "").split(",") if name.strip()]
+    for module in wanted:
+        if module in _loaded:
+            continue
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if module.startswith(f"{__name__}.") or error.name != module.split(".")[0]:
+                raise
+            raise InputError(f"{PLUGINS}: no module {module!r} to import engines from") from None
+        _loaded.add(module)
 
 
 def available_engines() -> list[str]:
     _load_engines()
     return list(ENGINES)
+
+
+def engine_classes() -> dict[str, type[Engine]]:
+    """{name: class} of every engine, in registration order."""
+    _load_engines()
+    return dict(ENGINE_CLASSES)
 
 
 def engine_options_of(name: str) -> list[str]:
@@ -58,5 +90,22 @@ def build_engine(name: str, index, options: dict | None = None) -> Engine:
     return ENGINES[name](index, **options)
 
 
-__all__ = ["Engine", "ENGINES", "IMPACTS", "TEXT", "VECTOR", "available_engines",
-           "build_engine", "check_engine", "engine_class", "engine_options_of", "register"]
+def recognising_engine(index, family: str | None) -> str | None:
+    """The first engine, in `recognition_order`, that recognises `index` as its own (None: none does)."""
+    classes = engine_classes()
+    for name in sorted(classes, key=lambda name: classes[name].recognition_order):
+        if classes[name].recognises(index, family):
+            return name
+    return None
+
+
+def index_descriptions() -> list[str]:
+    """What each engine's index is, in recognition order (for a folder none of them recognises)."""
+    classes = engine_classes()
+    ordered = sorted(classes.values(), key=lambda cls: cls.recognition_order)
+    return list(dict.fromkeys(cls.index_description for cls in ordered if cls.index_description))
+
+
+__all__ = ["Engine", "ENGINES", "IMPACTS", "TEXT", "VECTOR", "available_engines", "build_engine", "check_engine",
+           "engine_class", "engine_classes", "engine_options_of", "index_descriptions", "recognising_engine",
+           "register"]

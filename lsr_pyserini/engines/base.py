@@ -20,13 +20,29 @@ run's tag), `scores` (what a score is, as the service reports it: impact, tf or 
 `check_encoder` a query encoder other than the one its documents were encoded with, where the index
 records it (`document_side`).
 
-A new engine is one file in `engines/` with a builder registered under its name with its class,
-`@register(NAME, EngineClass)`, listed in `engines/__init__.py`'s `_load_engines`; the builder's
-keyword arguments are the `engine_options` (and `--engine-option` keys) it reads.
+What `search`, `Searcher`, `serve`, `bench` and the engine chooser need to know of an engine is
+declared on its class too, never kept in a table by name elsewhere:
+- `recognises(index, family)`: whether a folder (or address) is this engine's index, asked in
+  `recognition_order` when no engine is named; `index_description` names it in the refusal of a
+  folder no engine recognises;
+- `is_exact(options)`: whether, with these options (search and build), it returns the exact top k
+  of the scores it computes; `scores` says which scores those are (bench measures the recall of the
+  approximate engines against an exact one of the same scores);
+- `index_command(input, index, options)`: the command that builds its index from `encode corpus`
+  shards (or, with `builds_from_text`, from the documents' text), as bench runs and times it; its
+  `build_options` are the options of that build, each with its flag; `build_resumes` says whether a
+  build interrupted there goes on; `index_suffix` the index path's suffix (a file index);
+  `bench_options` the search options bench gives when a spec names none.
+
+A new engine is one folder (or a package of your own named in `LSR_PYSERINI_ENGINES`) whose
+`__init__.py` registers a builder under its name with its class, `@register(NAME, EngineClass)`;
+the builder's keyword arguments are the `engine_options` (and `--engine-option` keys) it reads.
+docs/architecture.md ("Add an engine") shows a whole one.
 """
 from __future__ import annotations
 
 import json
+import sys
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Callable
@@ -34,11 +50,11 @@ from typing import Callable
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.topics import SAME_ENCODER, other_encoder_key
+from ..core.indexes import is_remote
+from ..core.topics import IMPACTS, SAME_ENCODER, TEXT, VECTOR, other_encoder_key  # noqa: F401
 from ..core.writer import manifest_path
 from ..core.hits import Run, TermMatch
 
-IMPACTS, TEXT, VECTOR = "impacts", "text", "vector"
 ENGINES: dict[str, Callable[..., "Engine"]] = {}
 ENGINE_CLASSES: dict[str, type["Engine"]] = {}
 # what a query encoder and an index's documents must share for the query's terms to mean what the
@@ -70,6 +86,20 @@ def refuse_other_encoder(recorded: dict | None, settings: dict, where: str, keys
                          f"{settings[key]!r}: search it with the encoder of its documents")
 
 
+def recognised_folder(index, kind) -> bool:
+    """Whether `index` is one existing folder of output kind `kind` (an engine's `recognises`)."""
+    if isinstance(index, (list, tuple)) or is_remote(index):
+        return False
+    return Path(index).is_dir() and kind.recognise(Path(index))
+
+
+def index_command(command: str, input: Path, index: Path, options: dict, flags: dict[str, str]) -> list[str]:
+    """`python -m lsr_pyserini.COMMAND index --input INPUT --index INDEX` with each build option's flag."""
+    given = [str(part) for key, value in sorted(options.items()) if key in flags for part in (flags[key], value)]
+    return [sys.executable, "-m", f"lsr_pyserini.{command}", "index", "--input", str(input), "--index", str(index),
+            *given, "--quiet"]
+
+
 ENCODED = "encoded"  # the family of queries given already encoded (`search --encoded`): nothing to check
 
 
@@ -79,6 +109,31 @@ class Engine(ABC):
     several_indexes = False     # searches a list of indexes (sharded)
     run_tag = "Anserini"        # `search`'s default run tag (Pyserini's)
     scores = "impact"           # what a score is, as the service says: impact, tf (BM25) or dense
+    # what the engine chooser and bench read (see the module's docstring)
+    recognition_order = 50      # lower: asked first whether an index is this engine's
+    index_description = ""      # "a PISA index (pisa.json)": named when no engine recognises a folder
+    build_options: dict[str, str] = {}  # an option of the index build -> its flag in `index_command`
+    build_resumes = False       # an interrupted build goes on when run again (else bench starts it afresh)
+    builds_from_text = False    # the index is built from the documents' text (BM25), not the impact shards
+    index_suffix = ""           # the index path's suffix (".db": a milvus-lite database file)
+    bench_options: dict = {}    # search options bench gives when its spec names none
+
+    @classmethod
+    def recognises(cls, index, family: str | None) -> bool:
+        """Whether `index` (a path, a list of paths or an address) is this engine's to search, for
+        queries of an encoder of `family` (None: no encoder)."""
+        return False
+
+    @classmethod
+    def is_exact(cls, options: dict) -> bool:
+        """Whether the engine, with these search and build `options`, returns the exact top k of its scores."""
+        return True
+
+    @classmethod
+    def index_command(cls, input: Path, index: Path, options: dict) -> list[str] | None:
+        """argv of the command that builds the index at `index` from `input` with the build `options`
+        (None: bench cannot build one)."""
+        return None
 
     @classmethod
     def check_query_side(cls, index, settings: dict | None, encoder: str | None) -> None:

@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     config = config_from(args)
     if config.insecure_no_auth and config.api_key is None and config.host not in LOOPBACK:
         warn(f"serving {config.host} without API keys (--insecure-no-auth): anyone who reaches it can search")
-    from ..core.java import start_jvm
+    from ..core.jvm import start_jvm
 
     start_jvm()
     set_threads(config.encoder_threads)  # before any model loads: the fast paths' checks are per thread count

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 from .backend import Backend
 from .rest import Refusal, check_key, create_app, refusal_body
-from .rest2 import add_routes
+from .rest_pyserini2 import add_routes
 
 logger = logging.getLogger(__name__)
 MCP_PATH = "/mcp"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ...core.length_order import encode_in_length_order
 from ...core.options import checked, positive_int
+from ...core.topics import VECTOR  # noqa: F401  (what this query side makes)
 from .encoder import build_dense_encoder
 
-VECTOR = "vector"  # what this query side makes (engines/base.py)
 
 
 class DenseQueries:

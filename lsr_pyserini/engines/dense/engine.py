@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.hits import Run, run_precision
-from .base import VECTOR, Engine, register
+from ...core.hits import Run, run_precision
+from ..base import VECTOR, Engine, recognised_folder, register
 
 
 class DenseEngine(Engine):
@@ -14,9 +14,17 @@ class DenseEngine(Engine):
     query_kind = VECTOR
     run_tag = "dense"
     scores = "dense"
+    recognition_order = 40
+    index_description = "a dense store (a faiss index and its manifest)"
+
+    @classmethod
+    def recognises(cls, index, family: str | None) -> bool:
+        from ...stores.dense import DENSE_STORE
+
+        return recognised_folder(index, DENSE_STORE)
 
     def __init__(self, index: str):
-        from ..stores.dense import DenseStore
+        from ...stores.dense import DenseStore
 
         self.path = str(index)
         self.store = DenseStore(index)

@@ -3,7 +3,7 @@
 Neither imports Pyserini's Python search modules (which import torch and transformers: 8 s): the
 classes are named here, so a search starts in the time the JVM takes.
 
-Every call into Java runs on the one JVM thread (`core.java.on_jvm_thread`: pyjnius is not safe
+Every call into Java runs on the one JVM thread (`core.jvm.on_jvm_thread`: pyjnius is not safe
 under several Python threads); parallel search is Anserini's own batch search with `threads` Java
 threads, and results are turned into Python values on the JVM thread.
 
@@ -34,19 +34,36 @@ import json
 import logging
 import os
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import InputError
-from ..core.hits import Run, TermMatch, adjust_ties, run_precision
-from ..core.indexes import BM25, IMPACT, encoding_record, lucene_index_kind, shards_folder
-from ..core.java import on_jvm_thread
-from ..stores.documents import document_fields
-from .base import ENCODED, IMPACTS, TEXT, Engine, manifest_encoder, register, sorted_matches
+from ...core.errors import InputError
+from ...core.hits import Run, TermMatch, adjust_ties, run_precision
+from ...core.indexes import BM25, IMPACT, encoding_record, is_lucene_index, is_remote, lucene_index_kind, shards_folder
+from ...core.jvm import on_jvm_thread
+from ...stores.documents import document_fields
+from ..base import ENCODED, IMPACTS, TEXT, Engine, manifest_encoder, register, sorted_matches
 
 log = logging.getLogger(__name__)
 CONTENTS, ID = "contents", "id"
 PYSERINI_BM25 = (0.9, 0.4)
+BM25_FAMILIES = (None, "bm25aug")  # no encoder, or augmented BM25 queries: a Lucene index of unknown kind is BM25
+
+
+def lucene_kind_of(index) -> str | None:
+    """IMPACT, BM25 or UNKNOWN for a Lucene index folder; None for anything else."""
+    if isinstance(index, (list, tuple)) or is_remote(index) or not Path(index).is_dir() or not is_lucene_index(index):
+        return None
+    return lucene_index_kind(index)
+
+
+def lucene_index_command(input: Path, index: Path, collection: str, impact: bool) -> list[str]:
+    """`lucene index` of a JsonVectorCollection (impact) or a JsonCollection (text), two threads."""
+    flags = ["--impact", "--pretokenized"] if impact else []
+    return [sys.executable, "-m", "lsr_pyserini.lucene", "index", "--collection", collection, "--input", str(input),
+            "--index", str(index), "--generator", "DefaultLuceneDocumentGenerator", *flags, "--threads", "2"]
 
 
 def _explanation_terms(explanation) -> list[TermMatch]:
@@ -159,7 +176,7 @@ class LuceneIndex:
 
     def _shard_documents(self):
         if self._shards is None:
-            from ..stores.documents import ShardDocuments
+            from ...stores.documents import ShardDocuments
 
             folder = shards_folder(self.path)
             self._shards = ShardDocuments(folder) if folder is not None else False
@@ -333,6 +350,17 @@ class Idf:
 class LuceneImpactEngine(Engine):
     name = "lucene"
     query_kind = IMPACTS
+    recognition_order = 90  # after every engine with a record of its own: any Lucene index is one of the two
+    index_description = "a Lucene index (a segments_N file)"
+
+    @classmethod
+    def recognises(cls, index, family: str | None) -> bool:
+        kind = lucene_kind_of(index)
+        return kind == IMPACT or (kind not in (None, BM25) and family not in BM25_FAMILIES)
+
+    @classmethod
+    def index_command(cls, input: Path, index: Path, options: dict) -> list[str]:
+        return lucene_index_command(input, index, "JsonVectorCollection", impact=True)
 
     @classmethod
     def check_query_side(cls, index, settings: dict | None, encoder: str | None) -> None:
@@ -450,6 +478,18 @@ class Bm25Engine(Engine):
     name = "bm25"
     query_kind = TEXT
     scores = "tf"
+    recognition_order = 91
+    index_description = LuceneImpactEngine.index_description
+    builds_from_text = True
+
+    @classmethod
+    def recognises(cls, index, family: str | None) -> bool:
+        kind = lucene_kind_of(index)
+        return kind == BM25 or (kind not in (None, IMPACT) and family in BM25_FAMILIES)
+
+    @classmethod
+    def index_command(cls, input: Path, index: Path, options: dict) -> list[str]:
+        return lucene_index_command(input, index, "JsonCollection", impact=False)
 
     @classmethod
     def check_query_side(cls, index, settings: dict | None, encoder: str | None) -> None:
@@ -463,7 +503,7 @@ class Bm25Engine(Engine):
 
     def __init__(self, index: str, k1: float = PYSERINI_BM25[0], b: float = PYSERINI_BM25[1],
                  pretokenized: bool = False, fast: bool | None = None):
-        from ..kernels.wordpiece_bm25 import bm25_check
+        from ...kernels.wordpiece_bm25 import bm25_check
 
         bm25_check(k1, b)
         self.path, self.k1, self.b, self.pretokenized = str(index), float(k1), float(b), bool(pretokenized)

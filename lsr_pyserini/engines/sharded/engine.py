@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-from ..core.errors import InputError
-from ..core.hits import TIE_EPSILON, TIE_GAP, Ranking, Run, TermMatch, adjust_ties, sort_key  # noqa: F401
-from ..core.indexes import IMPACT, lucene_index_kind
-from ..core.java import on_jvm_thread
-from .base import IMPACTS, Engine, register
-from .lucene import Idf, LuceneImpactEngine
+from ...core.errors import InputError
+from ...core.hits import TIE_EPSILON, TIE_GAP, Ranking, Run, TermMatch, adjust_ties, sort_key  # noqa: F401
+from ...core.indexes import IMPACT, lucene_index_kind
+from ...core.jvm import on_jvm_thread
+from ..base import IMPACTS, Engine, register
+from ..lucene.engine import Idf, LuceneImpactEngine
 
 BM25_REFUSAL = ("sharded search merges impact indexes only (--impact): BM25 scores depend on each "
                 "shard's own statistics (document frequencies, average length), so merged shard runs "
@@ -57,6 +57,15 @@ def split_indexes(value: str) -> list[str]:
     if len(set(paths)) < len(paths):
         raise InputError(f"--index {value!r}: a shard is named twice")
     return paths
+
+
+def shard_list(index) -> list[str] | None:
+    """The shard indexes `index` names when it names several (a list, or `A,B,C` that is no path)."""
+    if isinstance(index, (list, tuple)):
+        return [str(path) for path in index]
+    if "," in str(index) and not Path(index).exists():
+        return [part for part in str(index).split(",") if part]
+    return None
 
 
 def raw_score(score: float, where: str) -> int:
@@ -181,6 +190,12 @@ class ShardedImpactEngine(Engine):
     name = "sharded"
     query_kind = IMPACTS
     several_indexes = True
+    recognition_order = 0
+
+    @classmethod
+    def recognises(cls, index, family: str | None) -> bool:
+        """A list of indexes, or `A,B,C` that is no path."""
+        return shard_list(index) is not None
 
     def check_encoder(self, settings: dict) -> None:
         for shard in self.shards:

@@ -36,11 +36,11 @@ from typing import Iterator
 
 import numpy as np
 
-from ..core.errors import InputError
-from ..core.hits import Ranking, top_k_with_ties
-from ..core.indexes import is_remote
-from ..core.presets import file_sha256
-from .vectors import read_vectors, vector_bytes, vector_files
+from ...core.errors import InputError
+from ...core.hits import Ranking, top_k_with_ties
+from ...core.indexes import is_remote
+from ...core.presets import file_sha256
+from ...stores.vectors import read_vectors, vector_bytes, vector_files
 
 INSTALL = "pip install 'lsr-pyserini[milvus]'"
 FORMAT = "lsr-pyserini-milvus-1"
@@ -161,7 +161,7 @@ def valid_collection_name(name: str) -> str:
 def input_identity(folder: Path, dense_store: str | None) -> dict:
     """The input's identity: encoder and quantisation (from the shards' manifest, when `encode
     corpus` wrote them), each shard file's SHA-256, and the dense store's."""
-    from ..core.writer import manifest_path
+    from ...core.writer import manifest_path
 
     settings = {}
     shards_manifest = manifest_path(folder)
@@ -178,7 +178,7 @@ def input_identity(folder: Path, dense_store: str | None) -> dict:
         "dense_store": None,
     }
     if dense_store is not None:
-        from .dense import MANIFEST_FILE
+        from ...stores.dense import MANIFEST_FILE
 
         store = Path(dense_store)
         identity["dense_store"] = {"manifest_sha256": file_sha256(store / MANIFEST_FILE),
@@ -345,7 +345,7 @@ def _prepare_collection(client, uri: str, name: str, manifest: dict, vocabulary:
 def _open_dense_store(dense_store: str | None):
     if dense_store is None:
         return None
-    from .dense import DenseStore
+    from ...stores.dense import DenseStore
 
     return DenseStore(dense_store)
 
@@ -532,7 +532,7 @@ class MilvusCollection:
         """Bytes on disk of a milvus-lite database (None for a server: its storage is the cluster's)."""
         if is_remote(self.uri):
             return None
-        from ..core.outputs import folder_bytes
+        from ...core.outputs import folder_bytes
 
         path = Path(self.uri)
         return folder_bytes(path) if path.is_dir() else path.stat().st_size

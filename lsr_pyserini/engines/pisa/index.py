@@ -3,7 +3,7 @@ JsonVectorCollection shards Lucene indexes: the same integer impacts, the same s
 compressed posting lists and dynamic pruning (MaxScore, WAND and their block-max forms).
 
     build_pisa_index(VECTORS_DIR, INDEX_DIR, PisaBuild(...))      # INDEX_DIR.partial/ -> .building/ -> INDEX_DIR
-    PisaSearcher(INDEX_DIR).search([(qid, {term: impact})], k)    # {qid: [(docid, score)]}
+    PisaIndex(INDEX_DIR).search([(qid, {term: impact})], k)    # {qid: [(docid, score)]}
 
 Building: each shard is read into one part of INDEX_DIR.partial/ (resumable: an interrupted build
 keeps its finished parts); then the parts become PISA's uncompressed collection (`inv.docs`,
@@ -38,11 +38,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import InputError
-from ..core.hits import Ranking, top_k_with_ties
-from ..core.outputs import atomic_write
-from .base import ShardedStoreWriter, range_positions, read_manifest, store_kind, write_manifest
-from .vectors import check_shards, read_vector_file, vector_files
+from ...core.errors import InputError
+from ...core.hits import Ranking, top_k_with_ties
+from ...core.outputs import atomic_write
+from ...stores.base import ShardedStoreWriter, range_positions, read_manifest, store_kind, write_manifest
+from ...stores.vectors import check_shards, read_vector_file, vector_files
 
 LOG = logging.getLogger(__name__)
 MANIFEST = "pisa.json"
@@ -272,7 +272,7 @@ def _pisa_version() -> str:
 
 # -- searching -----------------------------------------------------------------------------------
 
-class PisaSearcher:
+class PisaIndex:
     """Top-k search of a PISA index with {term: impact} queries (exact with the default algorithm;
     see the module's description). Safe to share between threads: PISA's index is only read."""
 

@@ -2,7 +2,7 @@
 JsonVectorCollection shards Lucene indexes, with the same integer impacts and the same scores.
 
     build_seismic_index(VECTORS_DIR, INDEX_DIR, SeismicBuild(...))   # INDEX_DIR.building/ -> INDEX_DIR
-    SeismicSearcher(INDEX_DIR).search([(qid, {term: impact})], k)    # {qid: [(docid, score)]}
+    SeismicIndex(INDEX_DIR).search([(qid, {term: impact})], k)    # {qid: [(docid, score)]}
 
 The folder holds `index.index.seismic` (Seismic's own file), `vocabulary.json` (our term -> component
 id mapping: component i is the i-th term in first-seen order; Seismic addresses it as the string "i")
@@ -29,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.errors import InputError
-from ..core.hits import Ranking, top_k_with_ties
-from ..core.outputs import atomic_write
-from .base import StoreWriter, read_manifest, store_kind, write_manifest
-from .vectors import read_impact_queries, read_vectors, vector_bytes, vector_files  # noqa: F401 (their old home)
+from ...core.errors import InputError
+from ...core.hits import Ranking, top_k_with_ties
+from ...core.outputs import atomic_write
+from ...stores.base import StoreWriter, read_manifest, store_kind, write_manifest
+from ...stores.vectors import read_impact_queries, read_vectors, vector_bytes, vector_files  # noqa: F401 (their old home)
 
 MANIFEST = "seismic.json"
 VOCABULARY = "vocabulary.json"
@@ -179,7 +179,7 @@ def _seismic_version() -> str:
 
 # -- searching -----------------------------------------------------------------------------------
 
-class SeismicSearcher:
+class SeismicIndex:
     """Top-k search of a Seismic index with {term: impact} queries.
 
     `query_cut` None: the whole query; `heap_factor` 1.0: skip a block only when its summary

@@ -6,12 +6,14 @@ IP on the raw impacts, `drop_ratio_search` 0): Lucene's impact scores and top k,
 manifest's `input`) when they are on this machine (`FromInputShards`)."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from ..core.errors import InputError
-from ..core.hits import Run, TermMatch, run_precision
-from ..core.options import checked, finite_float, float_in, positive_int
-from .base import IMPACTS, Engine, FromInputShards, refuse_other_encoder, register
+from ...core.errors import InputError
+from ...core.indexes import is_remote
+from ...core.hits import Run, TermMatch, run_precision
+from ...core.options import checked, finite_float, float_in, positive_int
+from ..base import IMPACTS, Engine, FromInputShards, refuse_other_encoder, register
 
 # encoder settings that decide a document's impacts (the query side's own keys may differ)
 DOCUMENT_SIDE = ("family", "model", "pooling", "doc_max_length", "doc_top_k")
@@ -21,10 +23,33 @@ class MilvusEngine(FromInputShards, Engine):
     name = "milvus"
     query_kind = IMPACTS
     run_tag = "milvus"
+    recognition_order = 10  # an address is no folder: asked before the folders' engines
+    index_description = "a milvus-lite database file or a Milvus server's address"
+    build_resumes = True
+    index_suffix = ".db"
+    bench_options = {"collection": "bench"}
+
+    @classmethod
+    def recognises(cls, index, family: str | None) -> bool:
+        if isinstance(index, (list, tuple)):
+            return False
+        from .collection import is_milvus_database
+
+        return is_remote(index) or is_milvus_database(index)
+
+    @classmethod
+    def is_exact(cls, options: dict) -> bool:
+        """Inner product on the raw impacts is exact unless the query's smallest weights are dropped."""
+        return not float(options.get("drop_ratio_search", 0.0))
+
+    @classmethod
+    def index_command(cls, input: Path, index: Path, options: dict) -> list[str]:
+        return [sys.executable, "-m", "lsr_pyserini.milvus", "index", "--input", str(input), "--uri", str(index),
+                "--collection", options.get("collection", cls.bench_options["collection"]), "--quiet"]
 
     def __init__(self, index: str, collection: str, token: str | None = None, min_idf: float = 0,
                  drop_ratio_search: float = 0.0, replicas: int | None = None):
-        from ..stores.milvus import MilvusCollection
+        from .collection import MilvusCollection
 
         if not collection:
             raise InputError("engine 'milvus': give the collection's name (engine option collection=NAME)")

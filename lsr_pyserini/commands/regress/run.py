@@ -16,12 +16,12 @@ from typing import Callable
 
 import yaml
 
-from .core.environment import cpu_kind, environment
-from .core.errors import InputError
-from .core.evaluation import EFFICIENCY_FIGURES, METRICS, evaluate_run, format_table
+from ...core.environment import cpu_kind, environment
+from ...core.errors import InputError
+from ...core.evaluation import EFFICIENCY_FIGURES, METRICS, evaluate_run, format_table
 
 TOOLS = ("encode", "prepare", "expand", "lucene", "evaluate", "rerank", "fuse", "search_dense", "train", "bm25aug", "ssr")
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]  # the checkout (lsr_pyserini/commands/regress/run.py)
 
 
 def default_data_root() -> Path:

@@ -6,20 +6,38 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.hits import Run, TermMatch
-from .base import IMPACTS, Engine, FromInputShards, register, shards_encoder
+from ...core.hits import Run, TermMatch
+from ..base import IMPACTS, Engine, FromInputShards, index_command, recognised_folder, register, shards_encoder
+from .index import DEFAULT_ALGORITHM, EXACT_ALGORITHMS, PISA_INDEX
 
 
 class PisaEngine(FromInputShards, Engine):
     name = "pisa"
     query_kind = IMPACTS
     run_tag = "pisa"
+    recognition_order = 30
+    index_description = PISA_INDEX.description
+    build_options = {"encoding": "--encoding", "block_size": "--block-size"}
+    build_resumes = True
+
+    @classmethod
+    def recognises(cls, index, family: str | None) -> bool:
+        return recognised_folder(index, PISA_INDEX)
+
+    @classmethod
+    def is_exact(cls, options: dict) -> bool:
+        """MaxScore, WAND, their block-max forms and exhaustive OR are exact; the conjunctive ones are not."""
+        return options.get("algorithm", DEFAULT_ALGORITHM) in EXACT_ALGORITHMS
+
+    @classmethod
+    def index_command(cls, input: Path, index: Path, options: dict) -> list[str]:
+        return index_command("pisa", input, index, options, cls.build_options)
 
     def __init__(self, index: str, algorithm: str | None = None):
-        from ..stores.pisa import DEFAULT_ALGORITHM, PisaSearcher
+        from .index import PisaIndex
 
         self.path = str(index)
-        self.searcher = PisaSearcher(index, algorithm or DEFAULT_ALGORITHM)
+        self.searcher = PisaIndex(index, algorithm or DEFAULT_ALGORITHM)
         self.documents = self.searcher.documents
 
     def search(self, qids: list[str], queries: list[dict[str, int]], k: int, threads: int = 1) -> Run:

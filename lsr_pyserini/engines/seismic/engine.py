@@ -9,23 +9,44 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.hits import Run, TermMatch, run_precision
-from ..core.options import checked, positive_float, positive_int
-from .base import IMPACTS, Engine, FromInputShards, register
+from ...core.hits import Run, TermMatch, run_precision
+from ...core.options import checked, positive_float, positive_int
+from ..base import IMPACTS, Engine, FromInputShards, index_command, recognised_folder, register
+from .index import SEISMIC_INDEX
 
 
 class SeismicEngine(FromInputShards, Engine):
     name = "seismic"
     query_kind = IMPACTS
     run_tag = "seismic"
+    recognition_order = 20
+    index_description = SEISMIC_INDEX.description
+    # the build options bench gives `seismic index` (specs that differ in them build an index of their own)
+    build_options = {"n_postings": "--n-postings", "summary_energy": "--summary-energy",
+                     "centroid_fraction": "--centroid-fraction", "max_fraction": "--max-fraction"}
+    build_resumes = True
+
+    @classmethod
+    def recognises(cls, index, family: str | None) -> bool:
+        return recognised_folder(index, SEISMIC_INDEX)
+
+    @classmethod
+    def is_exact(cls, options: dict) -> bool:
+        """Every posting kept, every block's summary an upper bound, the whole query, heap factor 1."""
+        return (float(options.get("heap_factor", 1.0)) == 1.0 and options.get("query_cut") is None
+                and options.get("n_postings") is None and float(options.get("summary_energy", 1.0)) >= 1.0)
+
+    @classmethod
+    def index_command(cls, input: Path, index: Path, options: dict) -> list[str]:
+        return index_command("seismic", input, index, options, cls.build_options)
 
     def __init__(self, index: str, query_cut: int | None = None, heap_factor: float = 1.0):
-        from ..stores.seismic import SeismicSearcher
+        from .index import SeismicIndex
 
         self.query_cut = None if query_cut is None else checked("query_cut", query_cut, positive_int)
         self.heap_factor = checked("heap_factor", heap_factor, positive_float)
         self.path = str(index)
-        self.searcher = SeismicSearcher(index)
+        self.searcher = SeismicIndex(index)
         self.documents = self.searcher.documents
 
     def search(self, qids: list[str], queries: list[dict[str, int]], k: int, threads: int = 1) -> Run:
