@@ -221,7 +221,7 @@ def test_bench_measures_engines_on_prefixes_resumes_and_refuses_bad_input(sample
         (["--sizes", "13"], "--sizes: 13 is larger than the collection (12 documents"),
         (["--engines", "elastic"], "'elastic' is not an engine bench measures"),
         (["--engines", "seismic:query_kut=3"], "seismic:query_kut=3: engine 'seismic' has no option 'query_kut'"),
-        (["--engines", "bmp:alfa=0.9"], "bmp has no option 'alfa'"),
+        (["--engines", "bmp:alfa=0.9"], "engine 'bmp' has no option 'alfa'"),
         (["--engines", "bm25", "--text-queries", ""], "engine bm25 searches the queries' text"),
         (["--k", "ten"], "--k: expected numbers separated by commas"),
         (["--queries", QUERIES], "reads as query text"),

@@ -39,7 +39,8 @@ class Spec:
 
     @property
     def exact(self) -> bool:
-        return self.engine.is_exact(self.options)
+        """Exact top k of the impact scores (BM25's exact top k is of other scores: not a reference)."""
+        return self.engine.scores == "impact" and self.engine.is_exact(self.options)
 
     @property
     def build_options(self) -> dict:
