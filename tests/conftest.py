@@ -162,7 +162,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def _report_measured(terminalreporter, config) -> None:
-    """The metrics each reproduction measured (tests/test_regressions.py records them as the user
+    """The metrics each reproduction measured (tests/commands/test_regressions.py records them as the user
     property `measured`), under this CPU's kind: a CI log then holds the figures a regression file
     needs to give a value for that kind."""
     if not _is_controller(config):

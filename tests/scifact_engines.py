@@ -1,5 +1,5 @@
 """Checks of the engines layer on the real SciFact test set, run on the work folder of the
-scifact-bm25 and scifact-splade-tiny reproductions (tests/test_regressions.py), which built the
+scifact-bm25 and scifact-splade-tiny reproductions (tests/commands/test_regressions.py), which built the
 full collection's indexes once already:
 
 - `python -m lsr_pyserini.search` writes the very runs of `lucene search --impact`, `lucene search

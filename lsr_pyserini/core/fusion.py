@@ -14,7 +14,7 @@ that a run did not retrieve for a query gets that run's lowest normalised score 
 (0 for min-max), i.e. it is treated as ranked at the bottom of that run, never above a
 retrieved one. A query that some runs lack is fused from the runs that have it.
 
-What the fused run does not depend on (``tests/test_properties.py`` checks each):
+What the fused run does not depend on (``tests/core/test_properties.py`` checks each):
 
 - the order of the runs, their weights given in the same order: the weighted values are summed
   exactly rounded (``math.fsum``), so the fused scores are equal to the bit;

@@ -191,7 +191,7 @@ def check_key(config: ServiceConfig, headers) -> None:
 def json_body(content: dict) -> Response:
     """A search answer as it is: the backend builds exactly the response model's fields, so FastAPI's
     validation and serialisation of every candidate (about a millisecond for ten texts) is skipped;
-    `response_model` still documents the shape, and tests/test_serve_schema.py checks it."""
+    `response_model` still documents the shape, and tests/serve/test_serve_schema.py checks it."""
     return Response(json.dumps(content, ensure_ascii=False, allow_nan=False), media_type="application/json")
 
 

@@ -17,7 +17,7 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 from reference import cpu_flags, cpu_kind  # noqa: E402
 
-TESTS = ["tests/test_devices.py", "tests/test_fastpath.py"]
+TESTS = ["tests/core/test_devices.py", "tests/kernels/test_fastpath.py"]
 # the variables that make torch, MKL, oneDNN and faiss take narrower kernels than the CPU has
 LOWERING = ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA", "FAISS_OPT_LEVEL")
 

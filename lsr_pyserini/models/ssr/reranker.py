@@ -6,7 +6,7 @@
             `python -m lsr_pyserini.ssr index`; only queries are coded at query time. This is
             `SSRModel.score` (sae.py, the score training takes the gradient of) computed from the
             store's sparse rows: `ssr_tok_scores` and its compiled kernel are its fast paths, tested
-            equal to it (tests/test_ssr.py) and bit-identical to each other (tests/test_rerank_fast.py).
+            equal to it (tests/models/test_ssr.py) and bit-identical to each other (tests/models/test_rerank_fast.py).
     maxsim  sum over query tokens of max over document tokens of the cosine of the backbone's
             token embeddings (float16 in the token store of `python -m lsr_pyserini.ssr embed`).
     pooled  single-vector cosine of the backbone's pooled vectors from the same token store (the

@@ -215,7 +215,7 @@ class SSRModel:
         [CLS] codes as B x h. SSR-tok = sum_i max_t z_q,i . z_d,t; SSR-CLS = SSR-tok + cls_weight x
         z_q,CLS . z_d,CLS (default: the model's cls_weight). The one definition of the score: training
         takes its gradient, and the re-ranker's kernels (`reranker.py`) compute it from a code store's
-        sparse rows (tested equal to it in tests/test_ssr.py)."""
+        sparse rows (tested equal to it in tests/models/test_ssr.py)."""
         (query_codes, query_cls), (doc_codes, doc_cls) = query, documents
         weight = self.settings["cls_weight"] if cls_weight is None else cls_weight
         tokens = late_interaction(query_codes, doc_codes, self.token_sae.latents)

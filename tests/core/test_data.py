@@ -1,6 +1,6 @@
 """Readers: formats accepted, and one clear file:line error per kind of bad input.
 
-tests/test_properties.py checks the same readers on any bytes and on near-valid files."""
+tests/core/test_properties.py checks the same readers on any bytes and on near-valid files."""
 import gzip
 import json
 import re

@@ -183,7 +183,7 @@ def test_splade_fine_tuning_saves_a_checkpoint_the_encoder_loads(tiny_mlm, tiny_
                      "--input", QUERIES, "--output", tmp_path / "q2.tsv")
     assert wrong.returncode == 2
     assert "trained as a 'splade' model, not 'tildev2'" in error_lines(wrong)[0]
-    # sentence-transformers opens the checkpoint as it is (tests/test_st_layout.py)
+    # sentence-transformers opens the checkpoint as it is (tests/models/test_st_layout.py)
     from lsr_pyserini.api import load_encoder
     from test_st_layout import DOCUMENTS, QUERIES as QUERY_TEXTS, assert_same_vectors
 

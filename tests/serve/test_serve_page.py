@@ -4,7 +4,7 @@ its highlights are the hits' explained terms, and a refused request shows the re
 
 The service is started with an API key, so the page's key field (sent as a Bearer header, kept in
 sessionStorage) is on the path of every test. docs/serving-page.png is this module's screenshot:
-    LSR_PYSERINI_PAGE_SCREENSHOT=docs/serving-page.png python -m pytest tests/test_serve_page.py
+    LSR_PYSERINI_PAGE_SCREENSHOT=docs/serving-page.png python -m pytest tests/serve/test_serve_page.py
 """
 from __future__ import annotations
 
