@@ -156,7 +156,7 @@ def test_other_input_into_a_collection_is_refused_and_leaves_it_as_it_was(sample
 
 def test_faults_are_one_line_and_create_nothing(sample, tmp_path, monkeypatch):
     from lsr_pyserini.core.errors import InputError
-    from lsr_pyserini.stores import milvus
+    from lsr_pyserini.engines.milvus import collection as milvus
 
     unreachable = run_tool("milvus", "index", "--input", sample["vectors"], "--uri", "http://127.0.0.1:9",
                            "--collection", "sample", "--quiet")

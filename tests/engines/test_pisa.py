@@ -15,7 +15,7 @@ from conftest import SAMPLE, encoded_sample, error_lines, run_tool
 from lsr_pyserini.core.errors import InputError
 from lsr_pyserini.core.outputs import release_outputs
 from lsr_pyserini.core.readers import read_queries
-from lsr_pyserini.stores import pisa as engine
+from lsr_pyserini.engines.pisa import index as engine
 from lsr_pyserini.stores.vectors import read_impact_queries
 from test_seismic import brute_force, tied_collection, without_tag, write_shard
 

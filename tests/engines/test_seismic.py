@@ -16,7 +16,7 @@ from lsr_pyserini.core.readers import read_queries
 
 import seismic  # noqa: E402,F401  pinned (pyseismic-lsr): a broken install fails, not skips
 
-from lsr_pyserini.stores import seismic as engine  # noqa: E402
+from lsr_pyserini.engines.seismic import index as engine  # noqa: E402
 
 QUERIES = SAMPLE / "queries.test.tsv"
 
