@@ -80,7 +80,7 @@ CASES = [
  ("SAE decoder gradient left unprojected", "lsr_pyserini/models/ssr/sae.py",
   "        grad -= columns * (grad * columns).sum(0, keepdim=True)\n", "        pass\n",
   ["tests/core/test_devices.py", "-k", "ssr_fit_index_and_train"]),
- ("Lucene's fast top k stops at k+1 among ties", "lsr_pyserini/engines/lucene.py",
+ ("Lucene's fast top k stops at k+1 among ties", "lsr_pyserini/engines/lucene/engine.py",
   "if len(order) <= k or depth >= self.documents or scores[order[k - 1]] != scores[order[-1]]:", "if True:",
   ["tests/engines/test_lucene_path.py", "-k", "impact_top_k"]),
  ("adjust_ties' numpy pass counts ties from 1", "lsr_pyserini/core/hits.py",

@@ -47,15 +47,22 @@ def _load_engines() -> None:
         _loaded.add(module)
 
 
+def _listing_order(name: str) -> tuple[int, int]:
+    """The toolkit's engines in the order of their folders (whichever was imported first), then the
+    engines of other packages in the order they registered."""
+    parts = ENGINE_CLASSES[name].__module__.split(".")
+    folder = parts[2] if parts[:2] == [__name__.split(".")[0], "engines"] and len(parts) > 2 else None
+    return (BUILT_IN.index(folder) if folder in BUILT_IN else len(BUILT_IN), list(ENGINES).index(name))
+
+
 def available_engines() -> list[str]:
     _load_engines()
-    return list(ENGINES)
+    return sorted(ENGINES, key=_listing_order)
 
 
 def engine_classes() -> dict[str, type[Engine]]:
-    """{name: class} of every engine, in registration order."""
-    _load_engines()
-    return dict(ENGINE_CLASSES)
+    """{name: class} of every engine, in listing order."""
+    return {name: ENGINE_CLASSES[name] for name in available_engines()}
 
 
 def engine_options_of(name: str) -> list[str]:
@@ -69,7 +76,7 @@ def check_engine(name: str, options: dict) -> None:
     """InputError for an unknown engine or an option it does not read (before anything is opened)."""
     _load_engines()
     if name not in ENGINES:
-        raise InputError(f"engine {name!r}: expected one of {', '.join(ENGINES)}")
+        raise InputError(f"engine {name!r}: expected one of {', '.join(available_engines())}")
     known = engine_options_of(name)
     unknown = sorted(set(options) - set(known))
     if unknown:
