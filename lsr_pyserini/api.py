@@ -132,7 +132,9 @@ class Searcher:
         name = engine or choose_engine(index, "splade" if encoded else settings and settings.get("family"))
         if encoded and engine_class(name).query_kind == VECTOR:
             raise InputError(f"encoded queries: engine {name!r} encodes query texts with its store's encoder")
-        if name == "bm25":
+        # an engine of BM25 scores (its declaration: `scores` "tf") takes k1 and b, and bags of boosts
+        scores_bm25 = engine_class(name).scores == "tf"
+        if scores_bm25:
             if bm25 is not None:
                 engine_options = {"k1": bm25[0], "b": bm25[1], **engine_options}
             if is_bm25aug(settings) or encoded:
@@ -142,14 +144,14 @@ class Searcher:
         check_engine(name, engine_options)
         # what the engine takes is its own declaration; nothing is loaded before it answers
         engine_class(name).check_query_side(shards or index, settings, encoder)
-        if name == "bm25" and is_bm25aug(settings):  # its model says which BM25 it was trained for
+        if scores_bm25 and is_bm25aug(settings):  # its model says which BM25 it was trained for
             self.query_side = self._query_side(name, index, settings, encoder_options)
             engine_options.setdefault("k1", self.query_side.bm25[0])
             engine_options.setdefault("b", self.query_side.bm25[1])
         self.engine = build_engine(name, shards or index, engine_options)
         if settings is not None:  # another encoder than the documents': refused before its model loads
             self.engine.check_encoder(settings)
-        if not (name == "bm25" and is_bm25aug(settings)):
+        if not (scores_bm25 and is_bm25aug(settings)):
             self.query_side = EncodedQueries() if encoded else self._query_side(name, index, settings, encoder_options)
         self.index = ",".join(shards) if shards else str(index)
         self.reranker = self._reranker(reranker, store, reranker_options)

@@ -68,17 +68,27 @@ def test_alpha_and_beta_reach_the_library(sample):
     whole = build_engine("bmp", str(sample / "bmp")).search(qids, encoded, 12)
     pruned = build_engine("bmp", str(sample / "bmp"), {"beta": 0.1}).search(qids, encoded, 12)
     assert pruned != whole  # only the heaviest query terms are scored
-    seen = []
+    seen, threads = [], set()
 
-    class Recording:  # BMP's searcher, recording what it is asked
+    class Recording:  # BMP's searcher, recording what it is asked and on which thread
         def search(self, query, k, alpha, beta):
+            import threading
+            import time
+
             seen.append((k, alpha, beta))
+            threads.add(threading.current_thread().name)
+            time.sleep(0.05)  # long enough for the pool's second thread to take the next query
             return [], []
 
     engine_ = build_engine("bmp", str(sample / "bmp"), {"alpha": 0.3, "beta": 0.7})
     engine_.index.searcher = Recording()
     engine_.search(qids[:1], encoded[:1], 5)
-    assert seen == [(5, 0.3, 0.7)]
+    assert seen == [(5, 0.3, 0.7)] and len(threads) == 1
+    threads.clear()
+    assert engine_.search(qids, encoded, 5, threads=2) == {qid: [] for qid in qids}
+    assert len(threads) == 2  # the queries spread over two threads
+    real = build_engine("bmp", str(sample / "bmp"))
+    assert real.search(qids, encoded, 12, threads=3) == whole  # the same rankings, in query order
     with pytest.raises(InputError, match="alpha"):
         build_engine("bmp", str(sample / "bmp"), {"alpha": 1.5})
 

@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from ...core.cli import QUIET_HELP, add_impact_search_arguments, progress_bar, quiet_messages, run_main
 from ...core.options import float_in, positive_int
-from ...core.outputs import TREC_RUN, claim_output
-from ...core.topics import IMPACTS, check_topics
-from ...core.writer import run_lines
-from ...stores.vectors import read_impact_queries, vector_bytes
+from ...commands.impact_search import search_into_run
+from ...stores.vectors import vector_bytes
 from .index import BmpBuild, BmpIndex, build_bmp_index, require_bmp
 
 
@@ -62,16 +59,9 @@ def main(argv: list[str] | None = None) -> None:
               f"in {manifest['build_seconds']:.1f}s", file=sys.stderr)
         return
     index = BmpIndex(args.index)
-    check_topics(args.topics, index.manifest.get("encoder"), IMPACTS, args.unrecorded_topics, index=args.index)
-    queries = read_impact_queries(args.topics)
-    output = claim_output(args.output, TREC_RUN, args.overwrite)
-    started = time.perf_counter()
-    run = index.search(queries, args.hits, args.alpha, args.beta)
-    elapsed = time.perf_counter() - started
-    output.write_lines(run_lines(run, args.tag))
-    print(f"searched {index.documents:,} documents for {len(queries)} queries in {elapsed:.2f}s "
-          f"({1000 * elapsed / max(len(queries), 1):.2f} ms/query, alpha {args.alpha}, beta {args.beta}) "
-          f"into {args.output}", file=sys.stderr)
+    search_into_run(args, index.manifest.get("encoder"), index.documents,
+                    lambda queries: index.search(queries, args.hits, args.alpha, args.beta, args.threads),
+                    f", alpha {args.alpha}, beta {args.beta}")
 
 
 if __name__ == "__main__":

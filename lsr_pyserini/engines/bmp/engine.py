@@ -43,8 +43,7 @@ class BmpEngine(FromInputShards, Engine):
         self.documents = self.index.documents
 
     def search(self, qids: list[str], queries: list[dict[str, int]], k: int, threads: int = 1) -> Run:
-        """One query at a time (`threads` is not used: BMP's searcher is called from one thread)."""
-        run = self.index.search(list(zip(qids, queries)), k, self.alpha, self.beta)
+        run = self.index.search(list(zip(qids, queries)), k, self.alpha, self.beta, threads)
         return {qid: [(docid, run_precision(score)) for docid, score in run.get(qid, [])] for qid in qids}
 
     def input_folder(self) -> Path:

@@ -21,17 +21,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from ...core.cli import QUIET_HELP, add_impact_search_arguments, progress_bar, quiet_messages, run_main
 from ...core.options import positive_int
-from ...core.outputs import TREC_RUN, claim_output
-from ...core.topics import IMPACTS, check_topics
-from ...core.writer import run_lines
 from .index import ALGORITHMS, DEFAULT_ALGORITHM, ENCODINGS, PisaBuild, PisaIndex, build_pisa_index, \
     require_pisa
-from ...stores.vectors import read_impact_queries, vector_bytes
+from ...commands.impact_search import search_into_run
+from ...stores.vectors import vector_bytes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,16 +68,8 @@ def main(argv: list[str] | None = None) -> None:
               file=sys.stderr)
         return
     searcher = PisaIndex(args.index, args.algorithm)  # an index this version reads, before its encoder is trusted
-    check_topics(args.topics, searcher.manifest.get("encoder"), IMPACTS, args.unrecorded_topics, index=args.index)
-    queries = read_impact_queries(args.topics)
-    output = claim_output(args.output, TREC_RUN, args.overwrite)
-    started = time.perf_counter()
-    run = searcher.search(queries, args.hits, args.threads)
-    elapsed = time.perf_counter() - started
-    output.write_lines(run_lines(run, args.tag))
-    print(f"searched {searcher.documents:,} documents for {len(queries)} queries in {elapsed:.2f}s "
-          f"({1000 * elapsed / len(queries):.2f} ms/query, {args.threads} thread(s), {args.algorithm}) "
-          f"into {args.output}", file=sys.stderr)
+    search_into_run(args, searcher.manifest.get("encoder"), searcher.documents,
+                    lambda queries: searcher.search(queries, args.hits, args.threads), f", {args.algorithm}")
 
 
 if __name__ == "__main__":

@@ -18,14 +18,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 from ...core.cli import QUIET_HELP, add_impact_search_arguments, progress_bar, quiet_messages, run_main
 from ...core.options import float_in, int_in, positive_float, positive_int
-from ...core.outputs import TREC_RUN, claim_output
-from ...core.topics import IMPACTS, check_topics
-from ...core.writer import run_lines
 from .index import (
     LARGE_VOCABULARY_CHOICES,
     MANIFEST,
@@ -34,7 +30,8 @@ from .index import (
     build_seismic_index,
     require_seismic,
 )
-from ...stores.vectors import read_impact_queries, vector_bytes
+from ...commands.impact_search import search_into_run
+from ...stores.vectors import vector_bytes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,19 +99,9 @@ def main(argv: list[str] | None = None) -> None:
               f"({'exact' if manifest['exact'] else 'approximate'}"
               f"{', large vocabulary' if manifest['large_vocabulary'] else ''})", file=sys.stderr)
         return
-    if (Path(args.index) / MANIFEST).is_file():  # else SeismicIndex says what the folder is not
-        check_topics(args.topics, seismic_documents_encoder(args.index), IMPACTS, args.unrecorded_topics,
-                     index=args.index)
-    output = claim_output(args.output, TREC_RUN, args.overwrite)
-    searcher = SeismicIndex(args.index)
-    queries = read_impact_queries(args.topics)
-    started = time.perf_counter()
-    run = searcher.search(queries, args.hits, args.query_cut, args.heap_factor, args.threads)
-    elapsed = time.perf_counter() - started
-    output.write_lines(run_lines(run, args.tag))
-    print(f"searched {searcher.documents:,} documents for {len(queries)} queries in {elapsed:.2f}s "
-          f"({1000 * elapsed / len(queries):.2f} ms/query, {args.threads} thread(s)) into {args.output}",
-          file=sys.stderr)
+    searcher = SeismicIndex(args.index)  # an index this version reads (else one line saying what it is not)
+    search_into_run(args, seismic_documents_encoder(args.index), searcher.documents,
+                    lambda queries: searcher.search(queries, args.hits, args.query_cut, args.heap_factor, args.threads))
 
 
 if __name__ == "__main__":
