@@ -58,10 +58,13 @@ def write_old_style(model, folder, backbone=None, **settings):
 
 
 def test_a_model_folder_records_its_settings_in_the_family_marker_only(pipeline):
-    """`ssr fit` writes every declared setting in lsr_family.json, as every family's checkpoint, and no
-    config file of its own; what the SAEs were fit on is in the tensors' metadata."""
+    """`ssr fit` writes every declared setting in lsr_family.json's config, as every family's checkpoint,
+    and no config file of its own; what the SAEs are (backbone, sizes, training record: no setting) is
+    the marker's `structure` beside the config."""
     marker = json.loads((pipeline / "model" / "lsr_family.json").read_text())
-    assert set(marker) == {"family", "config"}
+    assert set(marker) == {"family", "config", "structure"}
+    assert set(marker["structure"]) == {"backbone", "token_sae", "cls_sae", "training"}
+    assert isinstance(marker["structure"]["backbone"], dict) and marker["config"]["backbone"] is None
     assert {k: marker["config"][k] for k in ("query_term_budget", "query_k_min", "cls_terms", "cls_weight")} == \
         {"query_term_budget": 256, "query_k_min": 4, "cls_terms": True, "cls_weight": 1.0}
     assert sorted(p.name for p in (pipeline / "model").iterdir()) == ["lsr_family.json", "sae.safetensors"]

@@ -10,10 +10,12 @@ second one the pooled [CLS] vector (SSR-CLS).
 
 An SSR model folder:
 
-    sae.safetensors        token.* and cls.* SAE tensors; its metadata "ssr": {"backbone": {...}, "token_sae":
-                           {...}, "cls_sae": {...}, "training": {...}} (what the SAEs were fit on and their sizes)
-    lsr_family.json        {"family": "ssr", "config": {...}}: every declared setting (config.py's SCHEMA, the
-                           retrieval settings included), as every family's checkpoint records them
+    sae.safetensors        token.* and cls.* SAE tensors
+    lsr_family.json        {"family": "ssr", "config": {...}, "structure": {...}}: `config` every declared setting
+                           (config.py's SCHEMA, the retrieval settings included), as every family's checkpoint
+                           records them; `structure` what the SAEs are, not a setting: {"backbone": {...},
+                           "token_sae": {...}, "cls_sae": {...}, "training": {...}} (the backbone they were fit
+                           on, their sizes, how they were trained)
 
 A folder written before kept the backbone, the SAE sizes, the training record and the retrieval
 settings in an `ssr_config.json` of its own ({"family": "ssr", "backbone": ..., "token_sae": ...,
@@ -35,7 +37,7 @@ from ..registry import old_settings
 from .config import RETRIEVAL, SCHEMA
 
 OLD_CONFIG_FILE, WEIGHTS_FILE = "ssr_config.json", "sae.safetensors"  # the first: folders written before only
-STRUCTURE_KEY = "ssr"  # sae.safetensors' metadata entry: backbone, SAE sizes, training record
+STRUCTURE_KEY = "structure"  # lsr_family.json's entry beside the config: backbone, SAE sizes, training record
 RETRIEVAL_DEFAULTS = RETRIEVAL.defaults()  # the retrieval settings an SSR model carries (`ssr fit` flags set them)
 
 
@@ -267,11 +269,11 @@ class SSRModel:
         return tokens + weight * query_cls @ doc_cls.T, tokens
 
     def save(self, folder) -> None:
-        """The SAE tensors with what they were fit on in their metadata, and the settings in
-        lsr_family.json (`train ssr` records its base's full config there after)."""
+        """The SAE tensors, and in lsr_family.json the settings and what the SAEs are (`train ssr`
+        records its base's full config there after, keeping the structure)."""
         from safetensors.torch import save_file
 
-        from ...core.hf import write_config
+        from ...core.hf import write_config, write_family
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
@@ -279,13 +281,13 @@ class SSRModel:
         state.update({f"cls.{k}": v.detach().contiguous() for k, v in self.cls_sae.state_dict().items()})
         structure = {"backbone": self.backbone, "token_sae": self.token_sae.describe(),
                      "cls_sae": self.cls_sae.describe(), "training": self.training}
-        save_file(state, str(folder / WEIGHTS_FILE), metadata={"format": "pt", STRUCTURE_KEY: json.dumps(structure)})
-        write_config(folder, "ssr", {**SCHEMA.defaults(), **self.settings})
+        save_file(state, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
+        write_family(folder, "ssr", **{STRUCTURE_KEY: structure})
+        write_config(folder, "ssr", {**SCHEMA.defaults(), **self.settings})  # keeps the structure beside the config
 
     @classmethod
     def load(cls, path: str) -> "SSRModel":
         """A folder `ssr fit` or `train ssr` wrote, now or before (with its own ssr_config.json)."""
-        from safetensors import safe_open
         from safetensors.torch import load_file
 
         from ...core.hf import check_family
@@ -296,22 +298,13 @@ class SSRModel:
         if not (folder / WEIGHTS_FILE).is_file() or not ((folder / FAMILY_FILE).is_file() or old.is_file()):
             raise InputError(f"{path}: not an SSR model folder (needs {WEIGHTS_FILE} and {FAMILY_FILE}; "
                              f"train one with `python -m lsr_pyserini.ssr fit`)")
-        try:
-            with safe_open(str(folder / WEIGHTS_FILE), framework="pt") as handle:
-                metadata = handle.metadata() or {}
-        except Exception as err:  # safetensors raises its own error types for a damaged file
-            raise InputError(f"{folder / WEIGHTS_FILE}: unreadable ({str(err).strip().splitlines()[0]})") from None
-        if STRUCTURE_KEY in metadata:
-            try:
-                structure = json.loads(metadata[STRUCTURE_KEY])
-            except json.JSONDecodeError as err:
-                raise InputError(f"{folder / WEIGHTS_FILE}: malformed {STRUCTURE_KEY!r} metadata ({err.msg})") from None
-            source = WEIGHTS_FILE
-        elif old.is_file():  # a folder written before: its own config file
-            structure, source = _read_json(old), OLD_CONFIG_FILE
-        else:
-            raise InputError(f"{path}: {WEIGHTS_FILE} does not say what its SAEs were fit on (no {STRUCTURE_KEY!r} "
-                             f"metadata, no {OLD_CONFIG_FILE}): not an SSR model folder")
+        structure = read_family(folder).get(STRUCTURE_KEY)
+        source = FAMILY_FILE
+        if not isinstance(structure, dict):
+            if not old.is_file():
+                raise InputError(f"{path}: {FAMILY_FILE} does not say what its SAEs are (no {STRUCTURE_KEY!r}, "
+                                 f"no {OLD_CONFIG_FILE}): not an SSR model folder")
+            structure, source = _read_json(old), OLD_CONFIG_FILE  # a folder written before: its own config file
         state = load_file(str(folder / WEIGHTS_FILE))
         saes = []
         for prefix, key in (("token", "token_sae"), ("cls", "cls_sae")):
