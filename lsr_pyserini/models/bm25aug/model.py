@@ -61,8 +61,8 @@ class QueryAugmenter(torch.nn.Module):
         settings = SCHEMA.complete(given, "bm25aug model")
         self.body = body
         self.tokenizer = tokenizer
-        self.augment, self.weighting, self.query_max_length = augment, weighting, query_max_length = (
-            settings["augment"], settings["weighting"], settings["query_max_length"])
+        self.augment, self.weighting = settings["augment"], settings["weighting"]
+        self.query_max_length = settings["query_max_length"]
         self.scoring, self.k1, self.b = settings["scoring"], settings["k1"], settings["b"]
         hidden, vocab = body.config.hidden_size, len(tokenizer)
         self.augment_head = torch.nn.Linear(hidden, vocab)

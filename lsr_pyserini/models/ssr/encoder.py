@@ -18,15 +18,15 @@ from ..base import SparseEncoder, SparseVector
 class SSREncoder(SparseEncoder):
     def __init__(self, model: str | None = None, **settings):
         """`settings`: the family's (config.py); the retrieval settings not given are the model folder's."""
-        SCHEMA.checked({"model": model, **settings}, "ssr encoder")
+        config = SCHEMA.complete({"model": model, **settings}, "ssr encoder")
         if not model:
             raise InputError("ssr: no SSR model folder: train one with `python -m lsr_pyserini.ssr fit` "
                              "and pass it with --model")
         from ...core.presets import resolve_model
 
         self.model_reference = model
-        self.coder = SSRCoder(resolve_model(model), settings.get("backbone"))
-        self.coder.model = self.coder.model.with_settings(**{k: settings.get(k) for k in RETRIEVAL.names})
+        self.coder = SSRCoder(resolve_model(model), config["backbone"])
+        self.coder.model = self.coder.model.with_settings(**{k: config[k] for k in RETRIEVAL.names})
 
     def encode_documents(self, texts: list[str]) -> list[SparseVector]:
         model = self.coder.model
