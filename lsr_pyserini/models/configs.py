@@ -15,7 +15,7 @@ from pathlib import Path
 from ..core.errors import InputError
 from ..core.hf import FAMILY_FILE, read_family
 from ..core.presets import CHECKSUM_KEY, checked_preset, load_preset
-from .registry import schema_of
+from .registry import OLD_SETTINGS, schema_of
 
 log = logging.getLogger(__name__)
 DEFAULT_FAMILY = "splade"  # a checkpoint folder without a family marker
@@ -26,9 +26,14 @@ def checkpoint_settings(folder: Path) -> tuple[str, dict]:
     marker = read_family(folder)
     family = marker.get("family", DEFAULT_FAMILY)
     schema = schema_of(family)
+    # settings a family wrote beside its config before they were declared (bm25aug's scoring, k1, b;
+    # SparseEmbed's dim; BGE-M3's body) or instead of one (pooling, augment): read as declared settings
+    recorded = {k: v for k, v in marker.items() if k in schema and k not in ("model", "family", "config")}
+    if family in OLD_SETTINGS:  # a file of the family's own (SSR's ssr_config.json), where a folder has one
+        recorded = {**{k: v for k, v in OLD_SETTINGS[family](folder).items() if k in schema and k != "model"},
+                    **recorded}
     if isinstance(marker.get("config"), dict):
-        return family, schema.checked(marker["config"], f"checkpoint {folder}")
-    recorded = {k: v for k, v in marker.items() if k in schema and k != "model"}  # e.g. pooling, augment
+        return family, schema.checked({**recorded, **marker["config"]}, f"checkpoint {folder}")
     assumed = {k: v for k, v in schema.defaults().items() if k != "model" and k not in recorded}
     what = f"{FAMILY_FILE} names only its family" if marker else f"no {FAMILY_FILE}: taken as a {family} checkpoint"
     log.warning(f"{folder}: a checkpoint without its settings ({what}); assuming the {family} defaults "

@@ -24,6 +24,7 @@ DENSE_SIDES: dict[str, Callable] = {}  # family -> builder(settings of a dense s
 RERANKERS: dict[str, Callable] = {}    # re-ranker name -> builder(store, options) -> Reranker
 RERANKER_OPTIONS: dict[str, list] = {}  # re-ranker name -> its own options (models.base.Option)
 TRAINERS: dict[str, Callable] = {}     # family -> builder(base, args) -> a module with loss(batch, step), save(folder)
+OLD_SETTINGS: dict[str, Callable] = {}  # family -> reader(folder) -> declared settings a folder of before kept elsewhere
 _EXTRA_PACKAGES: list[str] = []
 FAMILIES_VARIABLE = "LSR_PYSERINI_FAMILIES"
 _loaded = False
@@ -73,6 +74,16 @@ def trainer(name: str, schema: Schema, default_base: str = "splade-tiny", reads_
         builder.model_settings = model_settings
         TRAINERS[name] = builder
         return builder
+
+    return decorator
+
+
+def old_settings(name: str):
+    """Register where a family's checkpoints of before kept settings outside `lsr_family.json` (SSR's
+    ssr_config.json): reader(folder) -> {setting: value}; the marker's own values win."""
+    def decorator(reader):
+        OLD_SETTINGS[name] = reader
+        return reader
 
     return decorator
 

@@ -122,6 +122,11 @@ def main(argv: list[str] | None = None) -> None:
     config = model_config(args.family, families[args.family], args)
     args.model_config = config
     model = families[args.family](config["model"] if args.base else args.base, args)
+    # settings the family decides while building the model (SparseEmbed's dim from the base's heads, BGE-M3's
+    # body, bm25aug's scoring): recorded with the checkpoint's config like every other declared setting
+    decided = getattr(model, "decided_settings", None)
+    if decided is not None:
+        config.update(schema_of(args.family).checked(decided(), "trained model"))
     settings = {k: v for k, v in vars(args).items()
                 if k not in ("quiet", "save_every", "threads", "overwrite", "device", "dtype", "model_config")}
     settings.update(placement.identity())  # a checkpoint resumes in the same dtype, on any device

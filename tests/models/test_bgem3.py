@@ -5,6 +5,7 @@ No BGE-M3 checkpoint is reachable here, so each head is checked against a direct
 trained in the test, plus the `encode` command end to end and its refusals of bad checkpoints.
 """
 import json
+import shutil
 import urllib.parse
 from collections import Counter
 
@@ -447,7 +448,7 @@ def test_train_bgem3_on_a_bert_body_loads_everywhere(bert_body, tmp_path):
     assert {"config.json", "model.safetensors", "tokenizer.json", "sparse_linear.pt", "colbert_linear.pt",
             "lsr_family.json", "lsr_training.json"} <= {p.name for p in out.iterdir()}
     marker = json.loads((out / "lsr_family.json").read_text())
-    assert (marker["family"], marker["body"]) == ("bgem3", "bert")
+    assert (marker["family"], marker["config"]["body"]) == ("bgem3", "bert") and set(marker) == {"family", "config"}
     # the full config: the training-time lengths, the family's impact scale (not the encoder default of 100)
     assert (marker["config"]["doc_max_length"], marker["config"]["query_max_length"],
             marker["config"]["impact_scale"]) == (32, 12, 1000)
@@ -486,6 +487,20 @@ def test_train_bgem3_on_a_bert_body_loads_everywhere(bert_body, tmp_path):
     assert isinstance(api, BgeM3Encoder) and api.encode_queries(["vitamin d"]) == \
         BgeM3Encoder(str(out), query_max_length=64).encode_queries(["vitamin d"])
     assert isinstance(lsr_pyserini.load_encoder(str(out)), BgeM3Encoder)  # the folder alone: its family marker
+    # body: a declared setting (default none), recorded by training, back on reload, and checked when loading
+    from lsr_pyserini.models.configs import resolve_settings
+
+    assert resolve_settings(str(out))["body"] == "bert" and resolve_settings("bge-m3")["body"] is None
+    with pytest.raises(InputError, match="a bert body, not the xlm-roberta body its settings record"):
+        lsr_pyserini.load_encoder(str(out), body="xlm-roberta")
+    old = tmp_path / "old"  # a checkpoint of before: body beside the config
+    shutil.copytree(out, old)
+    config = {k: v for k, v in marker["config"].items() if k != "body"}
+    (old / "lsr_family.json").write_text(json.dumps({"family": "bgem3", "body": "bert", "config": config}))
+    assert resolve_settings(str(old))["body"] == "bert"
+    (old / "lsr_family.json").write_text(json.dumps({"family": "bgem3", "body": "electra", "config": config}))
+    with pytest.raises(InputError, match="a bert body, not the electra body"):
+        lsr_pyserini.load_encoder(str(old))
 
 
 def test_a_body_trained_for_another_family_is_refused(bert_body, tmp_path):

@@ -56,7 +56,7 @@ def random_heads_model(tmp_path_factory, tiny_body):
         model.augment_head.bias.fill_(-0.2)
         model.weight_head.weight.normal_(0, 0.3)
     folder = tmp_path_factory.mktemp("bm25aug-model")
-    model.save(folder, scoring="bm25")
+    model.save(folder)  # records scoring bm25, k1 and b: the defaults
     return folder
 
 
@@ -142,7 +142,8 @@ def test_training_runs_and_saves_a_servable_model(tmp_path, capsys, tiny_body, w
     assert command(capsys, "bm25aug", *common, "--output", output, "--batch-size", 2, "--group-size", 3,
                    "--epochs", 2, "--lr", 1e-3, "--lambda-aug", 0.025, tool="train")[0] == 0
     family = json.loads((output / "lsr_family.json").read_text())
-    assert family["family"] == "bm25aug" and family["scoring"] == "bm25" and family["k1"] == 0.9
+    assert family["family"] == "bm25aug" and set(family) == {"family", "config"}
+    assert (family["config"]["scoring"], family["config"]["k1"], family["config"]["b"]) == ("bm25", 0.9, 0.4)
     from safetensors.torch import load_file
 
     heads = load_file(str(output / "bm25aug_heads.safetensors"))
@@ -157,6 +158,53 @@ def test_training_runs_and_saves_a_servable_model(tmp_path, capsys, tiny_body, w
     status, err = command(capsys, "queries", "--model", bow, "--index", wordpiece_index, "--input",
                           SAMPLE / "queries.test.tsv", "--output", tmp_path / "bow.tsv")
     assert status == 2 and len(err.strip().splitlines()) == 1 and "'bow' scoring" in err, err
+
+
+def test_scoring_k1_and_b_are_declared_saved_and_used(tmp_path, capsys, tiny_body, wordpiece_index):
+    """`train bm25aug --max-steps 0 --scoring bow --k1 1.5 --b 0.6`: the three recorded in the config (none
+    beside it), back on reload, and used: `bm25aug queries` refuses the BM25 index for a bag-of-words
+    model, and the model's k1 and b are what a search takes (`AugmentedQueries.bm25`, `Searcher`). A
+    checkpoint written before (the three beside the config) loads to the same settings."""
+    from lsr_pyserini.models.bm25aug.model import AugmentedQueries, QueryAugmenter
+    from lsr_pyserini.models.configs import resolve_settings
+
+    negatives = tmp_path / "negatives.txt"
+    qids = [line.split("\t")[0] for line in (SAMPLE / "queries.test.tsv").read_text().splitlines()]
+    negatives.write_text("".join(f"{q} Q0 s{d} {d} {20 - d} bm25\n" for q in qids for d in range(1, 13)))
+    common = ["--base", tiny_body, "--queries", SAMPLE / "queries.test.tsv", "--qrels", SAMPLE / "qrels.test.trec",
+              "--corpus", SAMPLE / "corpus.jsonl", "--negatives", negatives, "--quiet", "--max-steps", 0,
+              "--batch-size", 2]
+    chosen = {"scoring": "bow", "k1": 1.5, "b": 0.6}
+    bow = tmp_path / "bow"
+    assert command(capsys, "bm25aug", *common, "--output", bow, "--scoring", "bow", "--k1", 1.5, "--b", 0.6,
+                   tool="train")[0] == 0
+    marker = json.loads((bow / "lsr_family.json").read_text())
+    assert set(marker) == {"family", "config"} and {k: marker["config"][k] for k in chosen} == chosen
+    assert {k: resolve_settings(str(bow))[k] for k in chosen} == chosen
+    model = QueryAugmenter.load(str(bow))
+    assert (model.scoring, model.k1, model.b) == ("bow", 1.5, 0.6)
+    with pytest.raises(Exception, match="trained for 'bow' scoring"):
+        AugmentedQueries(str(bow), str(wordpiece_index))
+    # --no-bm25 is --scoring bow; a BM25 model carries its k1 and b to the search
+    ablation = tmp_path / "ablation"
+    assert command(capsys, "bm25aug", *common, "--output", ablation, "--no-bm25", tool="train")[0] == 0
+    assert json.loads((ablation / "lsr_family.json").read_text())["config"]["scoring"] == "bow"
+    bm25 = tmp_path / "bm25"
+    assert command(capsys, "bm25aug", *common, "--output", bm25, "--k1", 1.5, "--b", 0.6, tool="train")[0] == 0
+    assert AugmentedQueries(str(bm25), str(wordpiece_index)).bm25 == (1.5, 0.6)
+    # a checkpoint of before: scoring, k1 and b beside the config
+    old = tmp_path / "old"
+    old.mkdir()
+    for file in bow.iterdir():
+        if file.name != "lsr_family.json":
+            (old / file.name).write_bytes(file.read_bytes())
+    config = {k: v for k, v in marker["config"].items() if k not in chosen}
+    (old / "lsr_family.json").write_text(json.dumps({"family": "bm25aug", "augment": True, "weighting": True,
+                                                     "query_max_length": 64, **chosen, "uniform_penalty": False,
+                                                     "lambda_aug": 0.1, "config": config}))
+    assert {k: resolve_settings(str(old))[k] for k in chosen} == chosen
+    reloaded = QueryAugmenter.load(str(old))
+    assert (reloaded.scoring, reloaded.k1, reloaded.b) == ("bow", 1.5, 0.6)
 
 
 @pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)

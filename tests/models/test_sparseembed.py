@@ -78,7 +78,8 @@ def test_embedding_score_sums_shared_terms_only():
 
 def test_training_saves_heads_and_refuses_another_dimension(trained, tmp_path, negatives):
     marker = json.loads((trained / "lsr_family.json").read_text())
-    assert (marker["family"], marker["dim"], marker["config"]["doc_max_length"]) == ("sparseembed", 16, 48)
+    assert (marker["family"], marker["config"]["dim"], marker["config"]["doc_max_length"]) == ("sparseembed", 16, 48)
+    assert set(marker) == {"family", "config"}  # every setting declared, none beside the config
     summary = json.loads((trained / "lsr_training.json").read_text())
     assert summary["steps"] == 3 and {"emb", "sparse", "doc_terms"} <= set(summary["final"])
     assert SparseEmbedModel(str(trained)).dim == 16
@@ -91,6 +92,42 @@ def test_training_saves_heads_and_refuses_another_dimension(trained, tmp_path, n
     result = train(trained, tmp_path / "distilled", negatives, "--teacher", negatives, "--max-steps", "2")
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "distilled" / "lsr_training.json").read_text())["teacher"] == str(negatives)
+
+
+def test_dim_is_a_declared_setting_saved_reloaded_and_used(trained, tmp_path, negatives):
+    """--dim 16 (not the 32 of a base without heads): recorded in the config, back through resolve_settings,
+    and what the encoder's embeddings have; another dim through the Python API is refused by the heads.
+    `--max-steps 0 --dim 64` from a base without heads saves 64-wide heads; a checkpoint written before
+    (dim beside the config) loads to the same dim."""
+    import lsr_pyserini
+    from lsr_pyserini.models.configs import resolve_settings
+
+    assert resolve_settings(str(trained))["dim"] == 16
+    encoder = lsr_pyserini.load_encoder(str(trained))
+    assert encoder.model.dim == 16
+    assert encoder.terms_and_embeddings(["vitamin d"], "queries")[0][2].shape[1] == 16
+    with pytest.raises(InputError, match="dimension 16, not 64"):
+        lsr_pyserini.load_encoder(str(trained), dim=64)
+    with pytest.raises(InputError, match="dim: 48 is not one of 16, 32, 64"):
+        lsr_pyserini.load_encoder(str(trained), dim=48)
+    base = build_tiny_bert(tmp_path / "base")
+    wide = tmp_path / "wide"
+    result = train(base, wide, negatives, "--dim", "64", "--max-steps", "0")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((wide / "lsr_family.json").read_text())["config"]["dim"] == 64
+    assert lsr_pyserini.load_encoder(str(wide)).model.dim == 64
+    # fine-tuning a SparseEmbed checkpoint without --dim keeps (and records) its heads' dimension
+    again = tmp_path / "again"
+    assert train(trained, again, negatives, "--max-steps", "0").returncode == 0
+    assert json.loads((again / "lsr_family.json").read_text())["config"]["dim"] == 16
+    old = tmp_path / "old"
+    old.mkdir()
+    for file in trained.iterdir():
+        (old / file.name).write_bytes(file.read_bytes())
+    marker = json.loads((trained / "lsr_family.json").read_text())
+    config = {k: v for k, v in marker["config"].items() if k != "dim"}
+    (old / "lsr_family.json").write_text(json.dumps({"family": "sparseembed", "dim": 16, "config": config}))
+    assert resolve_settings(str(old))["dim"] == 16
 
 
 def test_a_base_without_heads_cannot_encode(tiny_mlm):
@@ -227,7 +264,8 @@ def family(base, **options):
     from lsr_pyserini.models.sparseembed.config import SCHEMA
     from lsr_pyserini.models.sparseembed.training import TRAINING, SparseEmbedFamily
 
-    lengths = {name: SCHEMA[name].default for name in ("doc_max_length", "query_max_length", "doc_top_k", "query_top_k")}
+    lengths = {name: SCHEMA[name].default
+               for name in ("doc_max_length", "query_max_length", "doc_top_k", "query_top_k", "dim")}
     args = argparse.Namespace(**{**TRAINING.defaults(), **lengths, **options, "seed": 0})
     return SparseEmbedFamily(str(base), args)
 

@@ -37,6 +37,98 @@ def pipeline(tiny_encoder_only, tmp_path_factory):
     return work
 
 
+def write_old_style(model, folder, backbone=None, **settings):
+    """The SSR model folder `model` as `ssr fit` wrote it before settings were declared: the backbone, SAE
+    sizes, retrieval settings and training record in its own ssr_config.json, the tensors without
+    metadata, and lsr_family.json's config holding the family's defaults of then (no retrieval setting);
+    `backbone` and `settings` change what ssr_config.json records."""
+    from safetensors.torch import load_file, save_file
+
+    from lsr_pyserini.models.ssr.sae import SSRModel
+
+    loaded = SSRModel.load(str(model))
+    folder.mkdir(parents=True)
+    save_file(load_file(str(model / "sae.safetensors")), str(folder / "sae.safetensors"), metadata={"format": "pt"})
+    config = {"family": "ssr", "backbone": {**loaded.backbone, **(backbone or {})},
+              "token_sae": loaded.token_sae.describe(), "cls_sae": loaded.cls_sae.describe(),
+              **{**loaded.settings, **settings}, "training": loaded.training}
+    (folder / "ssr_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (folder / "lsr_family.json").write_text(json.dumps({"family": "ssr", "config": {
+        "impact_scale": 100, "query_impact_scale": 20, "batch_size": 32, "backbone": None}}, indent=2) + "\n")
+
+
+def test_a_model_folder_records_its_settings_in_the_family_marker_only(pipeline):
+    """`ssr fit` writes every declared setting in lsr_family.json's config, as every family's checkpoint,
+    and no config file of its own; what the SAEs are (backbone, sizes, training record: no setting) is
+    the marker's `structure` beside the config."""
+    marker = json.loads((pipeline / "model" / "lsr_family.json").read_text())
+    assert set(marker) == {"family", "config", "structure"}
+    assert set(marker["structure"]) == {"backbone", "token_sae", "cls_sae", "training"}
+    assert isinstance(marker["structure"]["backbone"], dict) and marker["config"]["backbone"] is None
+    assert {k: marker["config"][k] for k in ("query_term_budget", "query_k_min", "cls_terms", "cls_weight")} == \
+        {"query_term_budget": 256, "query_k_min": 4, "cls_terms": True, "cls_weight": 1.0}
+    assert sorted(p.name for p in (pipeline / "model").iterdir()) == ["lsr_family.json", "sae.safetensors"]
+
+
+def test_non_default_retrieval_settings_are_saved_reloaded_and_used(pipeline, tmp_path):
+    """`ssr fit --query-term-budget 8 --query-k-min 1 --no-cls-terms --cls-weight 0.25`: each recorded in
+    lsr_family.json, each back on reload (SSRModel, resolve_settings), and encoding follows them (no c<n>
+    terms; fewer neurons per query token); the Python API overrides one through its declaration."""
+    import lsr_pyserini
+    from lsr_pyserini.models.configs import resolve_settings
+    from lsr_pyserini.models.ssr.sae import SSRModel, adaptive_k
+
+    model = tmp_path / "model"
+    in_process("ssr", "fit", "--tokens", pipeline / "tokens", "--output", model, *FIT, "--query-term-budget", "8",
+               "--query-k-min", "1", "--no-cls-terms", "--cls-weight", "0.25")
+    chosen = {"query_term_budget": 8, "query_k_min": 1, "cls_terms": False, "cls_weight": 0.25}
+    config = json.loads((model / "lsr_family.json").read_text())["config"]
+    assert {k: config[k] for k in chosen} == chosen
+    assert SSRModel.load(str(model)).settings == chosen
+    assert {k: resolve_settings(str(model))[k] for k in chosen} == chosen
+    assert adaptive_k(SSRModel.load(str(model)), 4) == 2 and adaptive_k(SSRModel.load(str(pipeline / "model")), 4) == 8
+    texts = ["vitamin d and bone health in older adults"]
+    own = lsr_pyserini.load_encoder(str(model)).encode_queries(texts)[0]
+    default = lsr_pyserini.load_encoder(str(pipeline / "model")).encode_queries(texts)[0]
+    assert own and not any(t.startswith("c") for t in own) and any(t.startswith("c") for t in default)
+    assert len(own) < len([t for t in default if not t.startswith("c")])  # budget 8 over the tokens: K = 1 or 2
+    # the preset with --model DIR encodes as DIR says; an argument overrides through the declaration
+    preset = lsr_pyserini.load_encoder("ssr", model=str(model)).encode_queries(texts)[0]
+    assert preset == own
+    overridden = lsr_pyserini.load_encoder(str(model), cls_terms=True).encode_queries(texts)[0]
+    assert any(t.startswith("c") for t in overridden)
+    with pytest.raises(InputError, match="cls_weight"):
+        lsr_pyserini.load_encoder(str(model), cls_weight=-1)
+
+
+def test_a_folder_written_before_with_its_own_config_file_loads_to_the_same_settings(pipeline, tmp_path):
+    """A folder as `ssr fit` wrote it before (ssr_config.json of its own, non-default retrieval settings
+    there): SSRModel, resolve_settings and the encoder read the same settings, and encode as the folder
+    written now with those settings does; `train ssr` from it records them in its lsr_family.json."""
+    import lsr_pyserini
+    from lsr_pyserini.models.configs import resolve_settings
+    from lsr_pyserini.models.ssr.sae import SSR_MODEL, SSRModel
+
+    chosen = {"query_term_budget": 8, "query_k_min": 1, "cls_terms": False, "cls_weight": 0.25}
+    old = tmp_path / "old"
+    write_old_style(pipeline / "model", old, **chosen)
+    loaded = SSRModel.load(str(old))
+    new = SSRModel.load(str(pipeline / "model"))
+    assert loaded.settings == chosen and loaded.backbone == new.backbone and loaded.training == new.training
+    assert torch.equal(loaded.token_sae.W_enc, new.token_sae.W_enc)
+    assert {k: resolve_settings(str(old))[k] for k in chosen} == chosen
+    assert SSR_MODEL.recognise(old) and SSR_MODEL.recognise(pipeline / "model")
+    rewritten = tmp_path / "rewritten"
+    loaded.save(rewritten)  # the same model, written now
+    assert not (rewritten / "ssr_config.json").exists()
+    assert SSRModel.load(str(rewritten)).settings == chosen
+    texts = ["vitamin d and bone health in older adults", "sleep"]
+    assert lsr_pyserini.load_encoder(str(old)).encode_queries(texts) == \
+        lsr_pyserini.load_encoder(str(rewritten)).encode_queries(texts)
+    assert lsr_pyserini.load_encoder("ssr", model=str(old)).encode_queries(texts) == \
+        lsr_pyserini.load_encoder(str(old)).encode_queries(texts)
+
+
 def test_topk_codes_shape_sparsity_and_unit_norm_decoder():
     from lsr_pyserini.models.ssr.sae import SAEFit, TopKSAE
     from lsr_pyserini.train.loop import train
@@ -240,12 +332,8 @@ def test_refusals(pipeline, first_stage, tiny_encoder_only, tmp_path):
     assert result.returncode == 2 and len(error_lines(result)) == 1
     assert "SAE input size 32 does not match the token store" in error_lines(result)[0]
     assert not (tmp_path / "c").exists()
-    config_file = pipeline / "model" / "ssr_config.json"
-    broken = tmp_path / "model48"
-    shutil.copytree(pipeline / "model", broken)
-    config = json.loads(config_file.read_text())
-    config["backbone"]["model"], config["backbone"]["dim"] = str(other), 48
-    (broken / "ssr_config.json").write_text(json.dumps(config))
+    broken = tmp_path / "model48"  # a folder as written before (its own ssr_config.json) recording another backbone
+    write_old_style(pipeline / "model", broken, backbone={"model": str(other), "dim": 48})
     with pytest.raises(InputError) as refused:
         in_process("encode", "queries", "--encoder", "ssr", "--model", broken, "--input",
                    SAMPLE / "queries.test.tsv", "--output", tmp_path / "q.tsv")

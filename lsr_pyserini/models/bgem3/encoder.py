@@ -20,7 +20,7 @@ class BgeM3Encoder(DenseVectorSide, SparseEncoder):
         config = SCHEMA.complete({"model": model, **settings}, "bgem3 encoder")
         self.top_k = {"documents": config["doc_top_k"], "queries": config["query_top_k"]}
         self.model = BgeM3Model(model, doc_max_length=config["doc_max_length"],
-                                query_max_length=config["query_max_length"])
+                                query_max_length=config["query_max_length"], body=config["body"])
 
     def _encode(self, texts: list[str], side: str) -> list[SparseVector]:
         return self._prune(self.model.encode(texts, side, heads=("sparse",)).sparse, side)

@@ -111,9 +111,10 @@ def _load_linear(path: str, filename: str, in_features: int, out_features: int |
     return linear.eval()
 
 
-def check_config(path: str):
+def check_config(path: str, body: str | None = None):
     """The checkpoint's config; InputError unless it is an XLM-RoBERTa (BGE-M3 family) one or one
-    `train bgem3` wrote (its family marker says bgem3: any body, e.g. a BERT)."""
+    `train bgem3` wrote (its family marker says bgem3: any body, e.g. a BERT), and, with `body` (the
+    declared setting a trained checkpoint records), unless its model_type is that."""
     from transformers import AutoConfig
 
     try:
@@ -125,6 +126,9 @@ def check_config(path: str):
         raise InputError(f"model {path!r}: a {config.model_type} checkpoint, not a BGE-M3 one "
                          f"(the bgem3 family needs {'/'.join(SUPPORTED_MODEL_TYPES)} with "
                          f"{SPARSE_HEAD_FILE} and {COLBERT_HEAD_FILE}, or a checkpoint `train bgem3` wrote)")
+    if body is not None and config.model_type != body:
+        raise InputError(f"model {path!r}: a {config.model_type} body, not the {body} body its settings "
+                         f"record (body: {body})")
     return config
 
 
@@ -171,7 +175,7 @@ class BgeM3Model(torch.nn.Module):
     starting at weight 0 and that bias."""
 
     def __init__(self, model: str, doc_max_length: int | None = None, query_max_length: int | None = None,
-                 new_heads: dict | None = None):
+                 new_heads: dict | None = None, body: str | None = None):
         super().__init__()
         lengths = SCHEMA.complete({"doc_max_length": doc_max_length, "query_max_length": query_max_length},
                                   "bgem3 model")
@@ -179,7 +183,7 @@ class BgeM3Model(torch.nn.Module):
         self.path = resolve_model(model)
         self.max_length = {"documents": int(lengths["doc_max_length"]), "queries": int(lengths["query_max_length"])}
         if new_heads is None:  # a checkpoint: cheap checks first (config, head files), then the large weights
-            hidden = check_config(self.path).hidden_size
+            hidden = check_config(self.path, body).hidden_size
             self.sparse_linear = _load_linear(self.path, SPARSE_HEAD_FILE, hidden, 1)
             self.colbert_linear = _load_linear(self.path, COLBERT_HEAD_FILE, hidden, None)
             self.tokenizer = load_tokenizer(self.path)

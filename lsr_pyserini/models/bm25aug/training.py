@@ -18,16 +18,14 @@ from ...kernels.wordpiece_bm25 import CorpusVectors, bm25_check
 from .model import QueryAugmenter
 from ...core.settings import Schema, Setting
 from ..registry import trainer
-from ..settings import B, K1
 from ..base import Batch
 from ..losses import contrastive_loss
 
 
 TRAINING = Schema("bm25aug training", (
     Setting("lambda_aug", 0.1, "weight of the augmentation penalty (paper: 0.1 or 0.025)", non_negative_float),
-    K1, B,
-    Setting("no_bm25", False, "ablation: bag-of-words scoring (f(d) = 1 for present tokens, v = 1); serve on a "
-                              "`bm25aug index --scoring bow` index"),
+    Setting("no_bm25", False, "ablation: bag-of-words scoring (f(d) = 1 for present tokens, v = 1), the same as "
+                              "--scoring bow; serve on a `bm25aug index --scoring bow` index"),
     Setting("uniform_penalty", False, "ablation: penalty sum_t a(q)_t (h_t = 1)")))
 
 class BM25AugFamily(torch.nn.Module):
@@ -37,9 +35,10 @@ class BM25AugFamily(torch.nn.Module):
         super().__init__()
         bm25_check(args.k1, args.b)
         self.args = args
-        self.model = QueryAugmenter.load(resolve_model(base), augment=args.augment,
-                                         weighting=args.weighting, query_max_length=args.query_max_length)
-        self.documents = CorpusVectors(args.corpus, self.model.tokenizer, args.k1, args.b, not args.no_bm25)
+        scoring = "bow" if args.no_bm25 else args.scoring
+        self.model = QueryAugmenter.load(resolve_model(base), augment=args.augment, weighting=args.weighting,
+                                         query_max_length=args.query_max_length, scoring=scoring, k1=args.k1, b=args.b)
+        self.documents = CorpusVectors(args.corpus, self.model.tokenizer, args.k1, args.b, scoring == "bm25")
         fraction = self.documents.statistics.document_fraction()
         penalty = np.ones_like(fraction) if args.uniform_penalty else np.sqrt(fraction)
         self.register_buffer("penalty", torch.from_numpy(penalty).float(), persistent=False)
@@ -52,12 +51,15 @@ class BM25AugFamily(torch.nn.Module):
         logs = {"rank": float(ranking.detach()), "aug_nnz": float((augmentation > 0.005).sum(1).float().mean())}
         return ranking + self.args.lambda_aug * penalty, logs
 
+    def decided_settings(self) -> dict:
+        """--no-bm25 trains for bag-of-words scoring: recorded as the model's `scoring`."""
+        return {"scoring": self.model.scoring}
+
     def save(self, folder) -> None:
-        self.model.save(folder, scoring="bow" if self.args.no_bm25 else "bm25", k1=self.args.k1, b=self.args.b,
-                        uniform_penalty=self.args.uniform_penalty, lambda_aug=self.args.lambda_aug)
+        self.model.save(folder)  # the training options are in lsr_training.json
 
 
-@trainer("bm25aug", TRAINING, model_settings=("query_max_length", "augment", "weighting"))
+@trainer("bm25aug", TRAINING, model_settings=("query_max_length", "augment", "weighting", "scoring", "k1", "b"))
 def build(base: str, args) -> BM25AugFamily:
     """BM25 query augmentation: a BERT-family encoder re-weights and augments BM25 queries."""
     return BM25AugFamily(base, args)

@@ -138,12 +138,12 @@ class SparseEmbedModel(torch.nn.Module):
         return digest.hexdigest()[:16]
 
     def save(self, folder) -> None:
-        from ...core.hf import write_family
+        from ...core.hf import write_config
 
         self.mlm.save_pretrained(folder)
         self.tokenizer.save_pretrained(folder)
         torch.save(cpu_state_dict(self.heads), Path(folder) / HEADS_FILE)  # loads without a GPU
-        write_family(folder, "sparseembed", dim=self.dim)
+        write_config(folder, "sparseembed", {**SCHEMA.defaults(), "dim": self.dim})  # `train` records its full config
 
 
 def embedding_scores(query_ids: torch.Tensor, query_embeddings: torch.Tensor, doc_ids: torch.Tensor,
@@ -160,7 +160,7 @@ class SparseEmbedEncoder(SparseEncoder):
         config = SCHEMA.complete({"model": model, **settings}, "sparseembed encoder")
         self.model_reference = model
         self.path = resolve_model(model)
-        self.model = SparseEmbedModel(self.path).eval()
+        self.model = SparseEmbedModel(self.path, dim=config["dim"]).eval()  # another dim than the heads': refused
         self.vocab = self.model.tokenizer.convert_ids_to_tokens(list(range(self.model.terms)))
         self.max_length = {"documents": int(config["doc_max_length"]), "queries": int(config["query_max_length"])}
         self.top_k = {"documents": int(config["doc_top_k"]), "queries": int(config["query_top_k"])}

@@ -10,21 +10,18 @@ from pathlib import Path
 
 import torch
 
-from ...core.options import non_negative_float, positive_float, positive_int
+from ...core.options import non_negative_float, positive_float
 from ...core.presets import resolve_model
-from .encoder import DIMENSIONS, HEADS_FILE, SparseEmbedModel, embedding_scores
+from .config import DEFAULT_DIM
+from .encoder import HEADS_FILE, SparseEmbedModel, embedding_scores
 from ...core.settings import Schema, Setting
 from ..registry import trainer
 from ..settings import FLOPS
 from ..base import Batch
 from ..losses import contrastive_loss, flops, margin_mse, quadratic_warmup
 
-DEFAULT_DIM = 32
-
 
 TRAINING = Schema("sparseembed training", (
-    Setting("dim", None, f"H', the term embeddings' dimension; none = the base's heads', else {DEFAULT_DIM}",
-            positive_int, choices=DIMENSIONS, nullable=True),
     Setting("head_lr", 1e-3, "learning rate of the new embedding heads (--lr is the encoder's)", positive_float),
     Setting("lambda_w", 0.1, "weight of the sparse score's loss against the embedding score's", non_negative_float),
     Setting("contrastive_weight", 0.0, "with --teacher: weight of the contrastive loss (in-batch + hard negatives) "
@@ -108,12 +105,16 @@ class SparseEmbedFamily(torch.nn.Module):
         body = [p for p in self.model.parameters() if p.requires_grad and all(p is not h for h in heads)]
         return ([{"params": body, "lr": lr}] if body else []) + [{"params": heads, "lr": self.args.head_lr}]
 
+    def decided_settings(self) -> dict:
+        """The heads' dimension (the base's heads' when --dim is not given): recorded with the checkpoint."""
+        return {"dim": self.model.dim}
+
     def save(self, folder) -> None:
         self.model.save(folder)
 
 
 @trainer("sparseembed", TRAINING, reads_teacher=True,
-         model_settings=("doc_max_length", "query_max_length", "doc_top_k", "query_top_k"))
+         model_settings=("doc_max_length", "query_max_length", "doc_top_k", "query_top_k", "dim"))
 def build(base: str, args) -> SparseEmbedFamily:
     """SparseEmbed: SPLADE terms with contextual term embeddings (MarginMSE or contrastive + FLOPS)."""
     return SparseEmbedFamily(base, args)

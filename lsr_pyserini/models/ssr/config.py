@@ -1,18 +1,16 @@
-"""SSR's settings, declared once: the encoder's (SCHEMA), the retrieval settings an SSR model folder
-carries in its `ssr_config.json` (RETRIEVAL), and how `ssr fit` trains its two SAEs (FIT). The flags
-of `ssr fit` are generated from RETRIEVAL and FIT."""
+"""SSR's settings, declared once: the encoder's (SCHEMA: the backbone's location, the writer's scales
+and the retrieval settings an SSR model folder records in its `lsr_family.json`, like every family's
+checkpoint), the retrieval settings alone (RETRIEVAL: the ones `ssr fit` sets) and how `ssr fit`
+trains its two SAEs (FIT). The flags of `ssr fit` are generated from RETRIEVAL and FIT.
+
+A folder written before kept the retrieval settings in an `ssr_config.json` of its own: it still
+loads to the same settings (`sae.old_folder_settings`)."""
 from __future__ import annotations
 
 from ...core.options import non_negative_float, positive_float, positive_int, random_seed
 from ...core.settings import Schema, Setting
 from ..registry import family
 from ..settings import IMPACT_SCALE, QUERY_IMPACT_SCALE, SPARSE_COMMON
-
-SCHEMA = family(Schema("ssr", SPARSE_COMMON + (
-    Setting("backbone", None, "another location of the backbone the SSR model records; none = the recorded one",
-            nullable=True),)).extended("ssr", replace=[
-    IMPACT_SCALE.but(help="document impact = round(max activation x impact_scale)"),
-    QUERY_IMPACT_SCALE.but(default=20, help="query impact = round(summed activation x query_impact_scale)")]))
 
 RETRIEVAL = Schema("ssr model", (
     Setting("query_term_budget", 256, "retrieval setting stored in the model: adaptive K, a query of n tokens keeps "
@@ -23,6 +21,15 @@ RETRIEVAL = Schema("ssr model", (
                                "c<n> (first stage)"),
     Setting("cls_weight", 1.0, "retrieval setting stored in the model: SSR-CLS = SSR-tok + cls_weight x "
                                "z_q[CLS] . z_d[CLS]", non_negative_float)))
+
+SCHEMA = family(Schema("ssr", SPARSE_COMMON + (
+    Setting("backbone", None, "another location of the backbone the SSR model records; none = the recorded one",
+            nullable=True),) + tuple(  # the model's own unless given: `--encoder ssr --model DIR` encodes as DIR says
+    setting.but(default=None, nullable=True, choices=(True, False) if setting.is_bool else setting.choices,
+                help=setting.help.replace("retrieval setting stored in the model", "retrieval setting") +
+                "; none = the SSR model's") for setting in RETRIEVAL.settings)).extended("ssr", replace=[
+    IMPACT_SCALE.but(help="document impact = round(max activation x impact_scale)"),
+    QUERY_IMPACT_SCALE.but(default=20, help="query impact = round(summed activation x query_impact_scale)")]))
 
 FIT = Schema("ssr fit", (
     Setting("latents", 4096, "token SAE latents h (paper: 16384)", positive_int),

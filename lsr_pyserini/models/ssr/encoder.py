@@ -10,21 +10,23 @@ from __future__ import annotations
 from ...core.errors import InputError
 from .codes import SSRCoder, codes, document_terms, query_terms
 from ..registry import encoder as register
-from .config import SCHEMA
+from .config import RETRIEVAL, SCHEMA
 from ..base import SparseEncoder, SparseVector
 
 
 @register("ssr")
 class SSREncoder(SparseEncoder):
     def __init__(self, model: str | None = None, **settings):
-        backbone = SCHEMA.complete({"model": model, **settings}, "ssr encoder")["backbone"]
+        """`settings`: the family's (config.py); the retrieval settings not given are the model folder's."""
+        config = SCHEMA.complete({"model": model, **settings}, "ssr encoder")
         if not model:
             raise InputError("ssr: no SSR model folder: train one with `python -m lsr_pyserini.ssr fit` "
                              "and pass it with --model")
         from ...core.presets import resolve_model
 
         self.model_reference = model
-        self.coder = SSRCoder(resolve_model(model), backbone)
+        self.coder = SSRCoder(resolve_model(model), config["backbone"])
+        self.coder.model = self.coder.model.with_settings(**{k: config[k] for k in RETRIEVAL.names})
 
     def encode_documents(self, texts: list[str]) -> list[SparseVector]:
         model = self.coder.model

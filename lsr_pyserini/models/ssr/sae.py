@@ -10,9 +10,16 @@ second one the pooled [CLS] vector (SSR-CLS).
 
 An SSR model folder:
 
-    ssr_config.json        {"family": "ssr", "backbone": {...}, "token_sae": {...}, "cls_sae": {...}, retrieval settings}
     sae.safetensors        token.* and cls.* SAE tensors
-    lsr_family.json        {"family": "ssr"} (other families' commands refuse the folder)
+    lsr_family.json        {"family": "ssr", "config": {...}, "structure": {...}}: `config` every declared setting
+                           (config.py's SCHEMA, the retrieval settings included), as every family's checkpoint
+                           records them; `structure` what the SAEs are, not a setting: {"backbone": {...},
+                           "token_sae": {...}, "cls_sae": {...}, "training": {...}} (the backbone they were fit
+                           on, their sizes, how they were trained)
+
+A folder written before kept the backbone, the SAE sizes, the training record and the retrieval
+settings in an `ssr_config.json` of its own ({"family": "ssr", "backbone": ..., "token_sae": ...,
+"cls_sae": ..., retrieval settings, "training": ...}); it still loads, to the same settings.
 """
 from __future__ import annotations
 
@@ -24,13 +31,53 @@ import numpy as np
 import torch
 
 from ...core.errors import InputError
-from ...core.outputs import json_file_kind
-from .config import RETRIEVAL
+from ...core.hf import FAMILY_FILE, read_family
+from ...core.outputs import OutputKind
+from ..registry import old_settings
+from .config import RETRIEVAL, SCHEMA
 
-CONFIG_FILE, WEIGHTS_FILE = "ssr_config.json", "sae.safetensors"
-SSR_MODEL = json_file_kind("an SSR model folder", CONFIG_FILE,
-                           lambda config: isinstance(config, dict) and config.get("family") == "ssr")
+OLD_CONFIG_FILE, WEIGHTS_FILE = "ssr_config.json", "sae.safetensors"  # the first: folders written before only
+STRUCTURE_KEY = "structure"  # lsr_family.json's entry beside the config: backbone, SAE sizes, training record
 RETRIEVAL_DEFAULTS = RETRIEVAL.defaults()  # the retrieval settings an SSR model carries (`ssr fit` flags set them)
+
+
+def _read_json(file: Path):
+    try:
+        return json.loads(file.read_text())
+    except json.JSONDecodeError as err:
+        raise InputError(f"{file}: malformed JSON ({err.msg})") from None
+
+
+def _is_ssr_folder(path: Path) -> bool:
+    try:
+        if (path / FAMILY_FILE).is_file():
+            return read_family(path).get("family") == "ssr" and (path / WEIGHTS_FILE).is_file()
+        config = json.loads((path / OLD_CONFIG_FILE).read_text(encoding="utf-8"))
+        return isinstance(config, dict) and config.get("family") == "ssr"
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+
+
+SSR_MODEL = OutputKind("an SSR model folder", folder=True, recognise=_is_ssr_folder)
+
+
+@old_settings("ssr")
+def old_folder_settings(folder) -> dict:
+    """The retrieval settings a folder written before kept in its own ssr_config.json ({} for any other)."""
+    file = Path(folder) / OLD_CONFIG_FILE
+    if not file.is_file():
+        return {}
+    config = _read_json(file)
+    return {k: config[k] for k in RETRIEVAL.names if isinstance(config, dict) and k in config}
+
+
+def recorded_settings(folder) -> dict:
+    """The retrieval settings an SSR model folder records: its lsr_family.json's config's, else (a folder
+    written before) its ssr_config.json's; checked against the declarations."""
+    marker = read_family(folder)
+    config = marker.get("config") if isinstance(marker.get("config"), dict) else {}
+    given = {**old_folder_settings(folder), **{k: v for k, v in config.items() if k in RETRIEVAL}}
+    return RETRIEVAL.checked(given, f"checkpoint {folder}")
 
 
 def sparse_decode(decoder: torch.Tensor, indices: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -222,50 +269,60 @@ class SSRModel:
         return tokens + weight * query_cls @ doc_cls.T, tokens
 
     def save(self, folder) -> None:
+        """The SAE tensors, and in lsr_family.json the settings and what the SAEs are (`train ssr`
+        records its base's full config there after, keeping the structure)."""
         from safetensors.torch import save_file
 
-        from ...core.hf import write_config
-        from .config import SCHEMA
+        from ...core.hf import write_config, write_family
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         state = {f"token.{k}": v.detach().contiguous() for k, v in self.token_sae.state_dict().items()}
         state.update({f"cls.{k}": v.detach().contiguous() for k, v in self.cls_sae.state_dict().items()})
+        structure = {"backbone": self.backbone, "token_sae": self.token_sae.describe(),
+                     "cls_sae": self.cls_sae.describe(), "training": self.training}
         save_file(state, str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
-        config = {"family": "ssr", "backbone": self.backbone, "token_sae": self.token_sae.describe(),
-                  "cls_sae": self.cls_sae.describe(), **self.settings, "training": self.training}
-        (folder / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
-        write_config(folder, "ssr", SCHEMA.defaults())  # `train ssr` records its base's instead
+        write_family(folder, "ssr", **{STRUCTURE_KEY: structure})
+        write_config(folder, "ssr", {**SCHEMA.defaults(), **self.settings})  # keeps the structure beside the config
 
     @classmethod
     def load(cls, path: str) -> "SSRModel":
+        """A folder `ssr fit` or `train ssr` wrote, now or before (with its own ssr_config.json)."""
         from safetensors.torch import load_file
 
         from ...core.hf import check_family
 
         folder = Path(path)
         check_family(path, "ssr")
-        if not (folder / CONFIG_FILE).is_file() or not (folder / WEIGHTS_FILE).is_file():
-            raise InputError(f"{path}: not an SSR model folder (needs {CONFIG_FILE} and {WEIGHTS_FILE}; "
+        old = folder / OLD_CONFIG_FILE
+        if not (folder / WEIGHTS_FILE).is_file() or not ((folder / FAMILY_FILE).is_file() or old.is_file()):
+            raise InputError(f"{path}: not an SSR model folder (needs {WEIGHTS_FILE} and {FAMILY_FILE}; "
                              f"train one with `python -m lsr_pyserini.ssr fit`)")
-        try:
-            config = json.loads((folder / CONFIG_FILE).read_text())
-        except json.JSONDecodeError as err:
-            raise InputError(f"{folder / CONFIG_FILE}: malformed JSON ({err.msg})") from None
+        structure = read_family(folder).get(STRUCTURE_KEY)
+        source = FAMILY_FILE
+        if not isinstance(structure, dict):
+            if not old.is_file():
+                raise InputError(f"{path}: {FAMILY_FILE} does not say what its SAEs are (no {STRUCTURE_KEY!r}, "
+                                 f"no {OLD_CONFIG_FILE}): not an SSR model folder")
+            structure, source = _read_json(old), OLD_CONFIG_FILE  # a folder written before: its own config file
         state = load_file(str(folder / WEIGHTS_FILE))
         saes = []
         for prefix, key in (("token", "token_sae"), ("cls", "cls_sae")):
-            sizes = config[key]
+            sizes = structure[key]
             sae = TopKSAE(int(sizes["input_dim"]), int(sizes["latents"]), int(sizes["k"]))
             tensors = {k[len(prefix) + 1:]: v for k, v in state.items() if k.startswith(prefix + ".")}
             try:
                 sae.load_state_dict(tensors)
             except RuntimeError as err:
                 raise InputError(f"{folder / WEIGHTS_FILE}: {prefix} SAE weights do not match "
-                                 f"{CONFIG_FILE} ({str(err).splitlines()[0]})") from None
+                                 f"{source} ({str(err).splitlines()[0]})") from None
             saes.append(sae.eval())
-        settings = {k: config[k] for k in RETRIEVAL_DEFAULTS if k in config}
-        return cls(config["backbone"], saes[0], saes[1], settings, config.get("training"))
+        return cls(structure["backbone"], saes[0], saes[1], recorded_settings(folder), structure.get("training"))
+
+    def with_settings(self, **settings) -> "SSRModel":
+        """This model with other retrieval settings (None: the model's), checked."""
+        given = RETRIEVAL.checked({k: v for k, v in settings.items() if v is not None}, "argument")
+        return SSRModel(self.backbone, self.token_sae, self.cls_sae, {**self.settings, **given}, self.training)
 
 
 def adaptive_k(model: SSRModel, tokens: int) -> int:
