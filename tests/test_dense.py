@@ -164,3 +164,33 @@ def test_help_of_the_new_commands():
         result = run_tool(tool, "--help")
         assert result.returncode == 0 and "default" in result.stdout, (tool, result.stderr)
     assert "--pooling" in run_tool("encode", "dense", "--help").stdout
+
+
+def old_store(tiny_store, tmp_path, **encoder):
+    """A copy of the tiny store whose manifest's encoder record says what one of before said."""
+    import shutil
+
+    store = tmp_path / "old-store"
+    shutil.copytree(tiny_store, store)
+    manifest = json.loads((store / "manifest.json").read_text())
+    manifest["encoder"].update(encoder)
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    return store
+
+
+def test_a_store_written_as_family_transformer_reads_as_dense(tiny_store, tmp_path):
+    """The dense family was registered as `transformer`: a store's manifest (or a checkpoint's marker)
+    saying so still opens, as the `dense` family, and encodes its queries as before."""
+    from lsr_pyserini.core.hf import FAMILY_FILE, read_family
+    from lsr_pyserini.models.dense.queries import DenseQueries
+    from lsr_pyserini.models.registry import schema_of
+
+    old = old_store(tiny_store, tmp_path, family="transformer")
+    assert DenseQueries(str(old)).store.encoder_settings["family"] == "dense"
+    texts = [q.text for q in read_queries(str(SAMPLE / "queries.test.tsv"))]
+    np.testing.assert_array_equal(np.stack(DenseQueries(str(old)).queries([], texts)),
+                                  np.stack(DenseQueries(str(tiny_store)).queries([], texts)))
+    assert json.loads((tiny_store / "manifest.json").read_text())["encoder"]["family"] == "dense"
+    assert schema_of("transformer") is schema_of("dense")
+    (tmp_path / FAMILY_FILE).write_text(json.dumps({"family": "transformer"}))
+    assert read_family(tmp_path)["family"] == "dense"

@@ -132,8 +132,10 @@ def load_quietly(loader, path: str, what: str, **kwargs):
 
 def read_family(path) -> dict:
     """The family marker of a checkpoint trained here ({} for any other checkpoint)."""
+    from .records import current_record
+
     marker = Path(path) / FAMILY_FILE
-    return json.loads(marker.read_text()) if marker.is_file() else {}
+    return current_record(json.loads(marker.read_text())) if marker.is_file() else {}
 
 
 def load_masked_lm(path: str, family: str = "splade"):

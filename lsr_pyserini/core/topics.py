@@ -106,7 +106,11 @@ def same_setting(key: str, recorded, given) -> bool:
 
 
 def other_encoder_key(documents: dict, queries: dict, keys: tuple[str, ...] = SAME_ENCODER) -> str | None:
-    """The first setting of `keys` both record and that differs (None: the same encoder)."""
+    """The first setting of `keys` both record and that differs (None: the same encoder); records of
+    before are read in today's names first (core/records.py)."""
+    from .records import current_record
+
+    documents, queries = current_record(documents), current_record(queries)
     for key in keys:
         if key in documents and key in queries and not same_setting(key, documents[key], queries[key]):
             return key

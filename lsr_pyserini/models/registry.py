@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..core.errors import InputError
+from ..core.records import current_family
 from ..core.settings import Schema
 
 SCHEMAS: dict[str, Schema] = {}        # family -> the settings its encoder reads (models/<family>/config.py)
@@ -103,6 +104,7 @@ def load_families() -> None:
 def schema_of(name: str) -> Schema:
     """The settings of family `name`; InputError naming the known families otherwise."""
     load_families()
+    name = current_family(name)  # a checkpoint or preset of before ("transformer": the dense family)
     if name not in SCHEMAS:
         raise InputError(f"unknown encoder family {name!r} (known: {', '.join(sorted(SCHEMAS))})")
     return SCHEMAS[name]

@@ -7,7 +7,7 @@ from ..registry import family
 from ..settings import BATCH_SIZE, MODEL, QUANTIZE
 
 POOLINGS = ("cls", "mean")
-SCHEMA = family(Schema("transformer", (
+SCHEMA = family(Schema("dense", (
     MODEL,
     Setting("pooling", None, "cls or mean pooling; none = the sentence-transformers config's, else cls",
             choices=POOLINGS, nullable=True),

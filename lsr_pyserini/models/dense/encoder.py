@@ -14,6 +14,7 @@ import numpy as np
 
 from ...core.errors import InputError
 from ...core.hf import sentence_transformers_defaults
+from ...core.records import current_record
 from ...kernels.int8 import describe as describe_quantize
 
 from ..registry import DENSE_SIDES, dense_side, load_families
@@ -96,7 +97,7 @@ class TransformerDenseEncoder:
         return self.encode(texts, "queries")
 
     def describe(self) -> dict:
-        return {"family": "transformer", "model": self.model_reference, "pooling": self.pooling,
+        return {"family": "dense", "model": self.model_reference, "pooling": self.pooling,
                 "normalize": self.normalize, "max_length": self.max_length,
                 "query_prefix": self.prefixes["queries"], "doc_prefix": self.prefixes["documents"],
                 **self.placement.identity(), **describe_quantize(self.quantize, "every Linear of the transformer")}
@@ -108,6 +109,7 @@ def build_dense_encoder(settings: dict, overrides: dict | None = None):
     settings = {**settings, **{k: v for k, v in (overrides or {}).items() if v is not None}}
     for recorded_only in ("quantize_backend", "quantize_scope"):  # a store's int8 record: `quantize` rebuilds it
         settings.pop(recorded_only, None)
+    settings = current_record(settings)  # a manifest of before: family "transformer"
     family = settings.pop("family", None)
     if family != "promptreps":  # the documents' dtype; queries run in the current placement's
         settings.pop("dtype", None)
@@ -117,6 +119,6 @@ def build_dense_encoder(settings: dict, overrides: dict | None = None):
     return DENSE_SIDES[family](settings)
 
 
-@dense_side("transformer")
-def transformer_dense_side(settings: dict) -> "TransformerDenseEncoder":
+@dense_side("dense")
+def dense_family_side(settings: dict) -> "TransformerDenseEncoder":
     return TransformerDenseEncoder(**settings)
