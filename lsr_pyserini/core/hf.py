@@ -184,9 +184,9 @@ def sentence_transformers_defaults(path: str) -> dict:
                 config = json.loads((folder / module.get("path", "") / "config.json").read_text())
                 mode = config.get("pooling_mode")  # sentence-transformers >= 5; older: one flag per mode
                 if mode == "cls" or config.get("pooling_mode_cls_token"):
-                    defaults["pooling"] = "cls"
+                    defaults["pooling_mode"] = "cls"
                 elif mode == "mean" or config.get("pooling_mode_mean_tokens"):
-                    defaults["pooling"] = "mean"
+                    defaults["pooling_mode"] = "mean"
             elif kind.endswith("Normalize"):
                 defaults["normalize"] = True
             elif kind.endswith("Transformer") and module.get("path"):

@@ -2,13 +2,15 @@
 store's manifest written under a name since given up still reads as what it meant.
 
     family "transformer"   -> "dense"          (the dense family, named for what it is)
+    dense "pooling"        -> "pooling_mode"   (cls/mean, as sentence-transformers names it; SPLADE's
+                                                `pooling` is max/sum)
 
 Nothing is rewritten on disk: the record is read in today's names each time it is opened.
 """
 from __future__ import annotations
 
 FORMER_FAMILIES = {"transformer": "dense"}
-FORMER_SETTINGS: dict[str, dict[str, str]] = {}
+FORMER_SETTINGS = {"dense": {"pooling": "pooling_mode"}}
 
 
 def current_family(name):
@@ -35,3 +37,16 @@ def current_record(record):
     if isinstance(record.get("config"), dict):
         updated["config"] = current_settings(family, record["config"])
     return updated
+
+
+# command-line flags of before, kept hidden beside today's: (former flag, today's setting)
+FORMER_FLAGS = {"dense": (("--pooling", "pooling_mode"),)}
+
+
+def add_former_flags(parser, family: str) -> None:
+    """`family`'s flags of before on `parser` (e.g. `encode dense --pooling mean`), hidden from
+    --help, each setting today's setting (whose own flag, declared, is the one documented)."""
+    import argparse
+
+    for flag, setting in FORMER_FLAGS.get(family, ()):
+        parser.add_argument(flag, dest=setting, default=argparse.SUPPRESS, help=argparse.SUPPRESS)

@@ -123,7 +123,7 @@ class DenseStore:
     @property
     def encoder_settings(self) -> dict:
         """The manifest's encoder record in today's names (a store written with family "transformer"
-        reads as "dense": core/records.py)."""
+        or dense "pooling" reads as "dense", "pooling_mode": core/records.py)."""
         return current_record(self.manifest["encoder"])
 
     @property

@@ -9,7 +9,7 @@ from ..settings import BATCH_SIZE, MODEL, QUANTIZE
 POOLINGS = ("cls", "mean")
 SCHEMA = family(Schema("dense", (
     MODEL,
-    Setting("pooling", None, "cls or mean pooling; none = the sentence-transformers config's, else cls",
+    Setting("pooling_mode", None, "cls or mean pooling; none = the sentence-transformers config's, else cls",
             choices=POOLINGS, nullable=True),
     Setting("normalize", None, "L2-normalise vectors: true, false, or none = yes when the sentence-transformers "
                                "folder has a Normalize module", choices=(True, False), nullable=True),
