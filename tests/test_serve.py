@@ -167,7 +167,7 @@ class _PausedSearcher:
 def _paused_backend(queue_size: int):
     from lsr_pyserini.serve.backend import Backend, Slot
     from lsr_pyserini.serve.batching import MicroBatcher
-    from lsr_pyserini.serve.config import IndexSpec, ServiceConfig
+    from lsr_pyserini.serve.served import IndexSpec, ServiceConfig
 
     config = ServiceConfig(indexes=(IndexSpec("paused", {"index": "unused"}),), queue_size=queue_size, max_batch=1)
     backend = Backend(config)
@@ -315,7 +315,7 @@ def test_binding_beyond_loopback_needs_a_key(service_indexes, tmp_path):
 
 def test_insecure_no_auth_is_explicit(service_indexes):
     from lsr_pyserini.core.errors import InputError
-    from lsr_pyserini.serve.config import build_config, index_spec
+    from lsr_pyserini.serve.served import build_config, index_spec
 
     spec = [index_spec("sample", {"index": str(service_indexes["splade"])}, "test")]
     with pytest.raises(InputError, match="needs --api-key-file"):
@@ -325,7 +325,7 @@ def test_insecure_no_auth_is_explicit(service_indexes):
 
 def test_config_file(service_indexes, tmp_path):
     from lsr_pyserini.core.errors import InputError
-    from lsr_pyserini.serve.config import build_config, read_config
+    from lsr_pyserini.serve.served import build_config, read_config
 
     config = tmp_path / "serve.yaml"
     config.write_text(f"indexes:\n  sample:\n    index: {service_indexes['splade']}\n    encoder: splade-tiny\n"
@@ -421,7 +421,7 @@ def test_the_fixed_limits_are_one_modules_in_every_front_end():
     from lsr_pyserini.serve.backend import Backend
     from lsr_pyserini.serve.mcp import create_mcp
     from lsr_pyserini.serve.schemas import DOCID_CHARS, INDEX_NAME_CHARS, QID_CHARS
-    from lsr_pyserini.serve.config import IndexSpec, ServiceConfig, index_spec
+    from lsr_pyserini.serve.served import IndexSpec, ServiceConfig, index_spec
 
     assert (INDEX_NAME_CHARS, DOCID_CHARS, QID_CHARS) == (64, 512, 256)
     index_spec("a" * INDEX_NAME_CHARS, {"index": "x"}, "test")

@@ -33,7 +33,7 @@ from ..core.parallel import process_shards, ray_shards
 from ..core.presets import available_presets
 from ..core.records import add_former_flags
 from ..core.readers import checked_corpus, input_identity, read_corpus, read_queries
-from ..core.settings import UNSET, Setting
+from ..core.declarations import UNSET, Setting
 from ..core.topics import record_encoded_topics
 from ..core.writer import (
     DEFAULT_SHARD_SIZE,
@@ -47,8 +47,8 @@ from ..core.writer import (
 from ..encoders import families_reading, families_with_dense_side
 from ..encoders.query import QueryEncoder
 from ..encoders.recipes import CorpusShards, DenseShards
-from ..models.configs import family_of
-from ..models.configs import resolve_settings as resolved_config
+from ..models.resolve import family_of
+from ..models.resolve import resolve_settings as resolved_config
 from ..models.dense.config import SCHEMA as DENSE
 from ..models.registry import declared
 from ..stores.dense import DENSE_STORE, DenseStoreWriter

@@ -59,7 +59,7 @@ def export_splade(encoder: str, model: str | None, folder) -> dict:
     from pathlib import Path
 
     from ..core.presets import resolve_model
-    from ..models.configs import resolve_settings
+    from ..models.resolve import resolve_settings
     from ..models.splade.encoder import read_query_weights
     from ..models.splade.model import SpladeModel
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from ..core.length_order import encode_in_length_order
 from ..core.errors import InputError
-from ..models.configs import resolve_settings
-from ..models.settings import QUERY_MAX_LENGTH
+from ..models.resolve import resolve_settings
+from ..models.shared_settings import QUERY_MAX_LENGTH
 from ..core.topics import IMPACTS, TEXT, VECTOR  # noqa: F401  (what each query side makes)
 from ..core.writer import to_impacts
 from . import build_encoder
@@ -29,7 +29,7 @@ DEFAULT_ENCODER = "splade-tiny"
 def encoder_settings(name_or_path: str = DEFAULT_ENCODER, **overrides) -> dict:
     """The complete config of a preset name, a preset .yaml, or a checkpoint folder trained here,
     with `overrides` applied where not None, checked against the family's settings
-    (`models/configs.py`)."""
+    (`models/resolve.py`)."""
     return resolve_settings(name_or_path, overrides)
 
 

@@ -17,7 +17,7 @@ from typing import Callable
 
 from ..core.errors import InputError
 from ..core.records import current_family
-from ..core.settings import Schema
+from ..core.declarations import Schema
 
 SCHEMAS: dict[str, Schema] = {}        # family -> the settings its encoder reads (models/<family>/config.py)
 ENCODERS: dict[str, Callable] = {}     # family -> builder(**settings) -> SparseEncoder
@@ -112,7 +112,7 @@ def schema_of(name: str) -> Schema:
 
 def declared(name: str):
     """The declaration of setting `name` in the first encoder family that reads it (families that
-    share a setting share its declaration: models/settings.py)."""
+    share a setting share its declaration: models/shared_settings.py)."""
     load_families()
     for family, schema in sorted(SCHEMAS.items()):
         if family in ENCODERS and name in schema:

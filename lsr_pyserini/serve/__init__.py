@@ -1,7 +1,7 @@
 """The search service: one backend (indexes, micro-batching, limits, reload) under thin REST, MCP
 and page front ends, as Pyserini's `pyserini/server/` (backend + rest/ + mcp/) is laid out.
 
-    config.py    what is served and its bounds (flags or a YAML file)
+    served.py    what is served and its bounds (flags or a YAML file)
     batching.py  the micro-batcher: concurrent queries to one index searched together
     backend.py   the indexes as Searchers behind micro-batchers; documents, status, reload
     schemas.py   the fixed limits (index name, docid, query id) and the schema parts the front ends share

@@ -35,7 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..core.errors import InputError, NotFound
 from .backend import Backend, NotReady
 from .batching import Overloaded
-from .config import ServiceConfig
+from .served import ServiceConfig
 from .schemas import DOCID_CHARS, INDEX_NAME_CHARS, QID_CHARS, TermContribution, is_union_tag, not_blank
 
 logger = logging.getLogger(__name__)

@@ -26,8 +26,8 @@ from ..core.options import (
     random_seed,
     refuse_foreign,
 )
-from ..core.settings import UNSET
-from ..models.configs import base_settings
+from ..core.declarations import UNSET
+from ..models.resolve import base_settings
 from ..models.registry import schema_of
 from . import load_families
 from .data import TrainingData

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from ...core.options import positive_int
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import family
-from ..settings import BATCH_SIZE, MODEL, QUANTIZE
+from ..shared_settings import BATCH_SIZE, MODEL, QUANTIZE
 
 POOLINGS = ("cls", "mean")
 SCHEMA = family(Schema("dense", (

@@ -1,9 +1,9 @@
 """SparseEmbed's settings, declared once (the embedding dimension H' is the checkpoint's heads')."""
 from __future__ import annotations
 
-from ...core.settings import Schema
+from ...core.declarations import Schema
 from ..registry import family
-from ..settings import (BATCH_SIZE, DOC_MAX_LENGTH, DOC_TOP_K, QUANTIZE, QUERY_MAX_LENGTH, QUERY_TOP_K,
+from ..shared_settings import (BATCH_SIZE, DOC_MAX_LENGTH, DOC_TOP_K, QUANTIZE, QUERY_MAX_LENGTH, QUERY_TOP_K,
                         SPARSE_COMMON)
 
 DIMENSIONS = (16, 32, 64)

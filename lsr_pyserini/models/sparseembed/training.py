@@ -13,9 +13,9 @@ import torch
 from ...core.options import non_negative_float, positive_float, positive_int
 from ...core.presets import resolve_model
 from .encoder import DIMENSIONS, HEADS_FILE, SparseEmbedModel, embedding_scores
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import trainer
-from ..settings import FLOPS
+from ..shared_settings import FLOPS
 from ..base import Batch
 from ..losses import contrastive_loss, flops, margin_mse, quadratic_warmup
 

@@ -17,7 +17,7 @@ from ...core.errors import InputError
 from ...core.devices import current
 from ...core.hf import load_quietly, load_tokenizer, sentence_transformers_defaults
 from ...core.presets import resolve_model
-from ..settings import QUERY_MAX_LENGTH
+from ..shared_settings import QUERY_MAX_LENGTH
 
 PROJECTION_KEY = "linear.weight"
 

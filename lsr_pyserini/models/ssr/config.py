@@ -4,9 +4,9 @@ of `ssr fit` are generated from RETRIEVAL and FIT."""
 from __future__ import annotations
 
 from ...core.options import non_negative_float, positive_float, positive_int, random_seed
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import family
-from ..settings import IMPACT_SCALE, QUERY_IMPACT_SCALE, SPARSE_COMMON
+from ..shared_settings import IMPACT_SCALE, QUERY_IMPACT_SCALE, SPARSE_COMMON
 
 SCHEMA = family(Schema("ssr", SPARSE_COMMON + (
     Setting("backbone", None, "another location of the backbone the SSR model records; none = the recorded one",
