@@ -117,9 +117,16 @@ class AugmentedBm25Queries:
     makes = TEXT
     pretokenized = True
 
-    def __init__(self, settings: dict, index: str, options: dict):
+    def __init__(self, settings: dict, index: str, given: dict):
+        """`settings`: the checkpoint's resolved settings; `given`: those of them the caller set
+        (Searcher's `encoder_options`, declared settings of the bm25aug family), which override the
+        checkpoint's: `augment`, `weighting`, `batch_size`, and `query_impact_scale` (else
+        `impact_scale`) as the boost scale (each token repeated round(boost x scale) times)."""
         from ..models.bm25aug.model import AugmentedQueries
 
+        options = {name: given[name] for name in ("augment", "weighting", "batch_size") if given.get(name) is not None}
+        if given.get("query_impact_scale") is not None or given.get("impact_scale") is not None:
+            options["boost_scale"] = settings["query_impact_scale"] or settings["impact_scale"]
         self.augmented = AugmentedQueries(settings["model"], index, **options)
 
     @property
