@@ -15,9 +15,9 @@ import pkgutil
 from pathlib import Path
 from typing import Callable
 
+from ..core.declarations import Schema
 from ..core.errors import InputError
 from ..core.records import current_family
-from ..core.declarations import Schema
 
 SCHEMAS: dict[str, Schema] = {}        # family -> the settings its encoder reads (models/<family>/config.py)
 ENCODERS: dict[str, Callable] = {}     # family -> builder(**settings) -> SparseEncoder

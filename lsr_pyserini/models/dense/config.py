@@ -1,8 +1,8 @@
 """Dense encoders' settings, declared once (`encode dense`, dense stores, dense re-ranking)."""
 from __future__ import annotations
 
-from ...core.options import positive_int
 from ...core.declarations import Schema, Setting
+from ...core.options import positive_int
 from ..registry import family
 from ..shared_settings import BATCH_SIZE, MODEL, QUANTIZE
 

@@ -8,8 +8,6 @@ from ...core.options import checked, positive_int
 from ...core.topics import VECTOR  # noqa: F401  (what this query side makes)
 from .encoder import build_dense_encoder
 
-
-
 # of a store's family's declared settings, those a query side may set (the others are the documents':
 # pooling_mode, normalize, prefixes, ... are read from the store's manifest)
 QUERY_SETTINGS = ("model", "batch_size", "chat_template")

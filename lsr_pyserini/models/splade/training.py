@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from ...core.presets import resolve_model
 from ...core.declarations import Schema
+from ...core.presets import resolve_model
 from ..base import Batch
 from ..losses import contrastive_loss, flops, quadratic_warmup, with_margin_mse
 from ..registry import trainer
