@@ -70,9 +70,13 @@ class Searcher:
       (`index` a list of impact indexes, or `"A,B,C"`), `seismic` (a `seismic index` folder; the
       `[seismic]` extra), `pisa` (a `pisa index` folder; the `[pisa]` extra), `dense` (a dense
       store; no encoder). Or name one of them.
-    - `encoder=` a sparse preset or checkpoint: impact queries encoded on the fly; `encoder_options`
-      override its settings (or, for bm25aug, `AugmentedQueries`' options; for dense, `model`,
-      `batch_size`, `chat_template`).
+    - `encoder=` a sparse preset or checkpoint: impact queries encoded on the fly.
+    - `encoder_options`: the query encoder's declared settings (models/NAME/config.py), overriding
+      the preset's or checkpoint's, for every family: a sparse encoder's (`query_max_length`,
+      `model`, ...); a bm25aug checkpoint's (`augment`, `weighting`, `batch_size`, and
+      `query_impact_scale` as its boost scale); for a dense store (no encoder), those of the store's
+      family a query side may set (`model`, `batch_size`, and promptreps' `chat_template`: the
+      others are fixed by the documents). Anything else is refused in one line.
     - `engine_options`: the engine's own options (lucene, sharded: `min_idf`; bm25: `k1`, `b`,
       `pretokenized`; seismic: `query_cut`, `heap_factor`; pisa: `algorithm`); `bm25=(k1, b)` is short for BM25's.
     - `reranker=` a registered re-ranker name with its `store`: the first stage's top `candidates`
@@ -162,11 +166,14 @@ class Searcher:
         if engine_class(engine).query_kind == VECTOR:
             from .models.dense.queries import DenseQueries
 
-            return DenseQueries(index, **encoder_options)
+            return DenseQueries.from_settings(index, encoder_options)  # of the store's family's declared settings
         if settings is None:
+            if encoder_options:
+                raise InputError(f"encoder_options {', '.join(map(repr, encoder_options))}: no query encoder "
+                                 f"to set (give encoder=...)")
             return TextQueries()
         if is_bm25aug(settings):
-            return AugmentedBm25Queries(settings, index, {k: v for k, v in encoder_options.items() if k != "model"})
+            return AugmentedBm25Queries(settings, index, encoder_options)
         return QueryEncoder.from_settings(settings)
 
     @staticmethod

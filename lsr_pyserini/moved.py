@@ -15,6 +15,10 @@ room (`commands/`, or its engine's folder) behind a door of the same name at the
 `python -m lsr_pyserini.X` is unchanged, and a name imported from a door (`from lsr_pyserini.lucene
 import run_tool`) or from an engine's old module (`lsr_pyserini.engines.lucene.run_precisions`) is
 read from its room with a DeprecationWarning (`forward_to`).
+
+One meaning per name: `core.settings` is `core.declarations`, `models.settings` is
+`models.shared_settings`, `models.configs` is `models.resolve` and `serve.config` is `serve.served`
+(each family's `models/NAME/config.py` keeps its name: the family's schema).
 """
 from __future__ import annotations
 
@@ -59,6 +63,13 @@ MOVED.update({
     "stores.pisa": ("engines.pisa.index",), "stores.seismic": ("engines.seismic.index",),
     "stores.milvus": ("engines.milvus.collection",), "core.java": ("core.jvm",),
     "regression": ("commands.regress.run",), "serve.rest2": ("serve.rest_pyserini2",),
+})
+# one meaning per name: the four modules called config or settings say what they hold
+MOVED.update({
+    "core.settings": ("core.declarations",),           # Setting and Schema: how a setting is declared
+    "models.settings": ("models.shared_settings",),     # the settings several families share
+    "models.configs": ("models.resolve",),              # a preset or checkpoint resolved into one config
+    "serve.config": ("serve.served",),                  # what the service serves, and its bounds
 })
 from .core.forwarding import RENAMED  # noqa: E402  (names that changed with their module)
 

@@ -2,7 +2,7 @@
 
     python -m lsr_pyserini.encode corpus  --encoder NAME_OR_PRESET [--model PATH_OR_HUB_ID] --input CORPUS --output DIR
     python -m lsr_pyserini.encode queries --encoder NAME_OR_PRESET [--model PATH_OR_HUB_ID] --input QUERIES --output FILE.tsv
-    python -m lsr_pyserini.encode dense   --model PATH_OR_HUB_ID --input CORPUS --output STORE [--pooling cls|mean] [--normalize]
+    python -m lsr_pyserini.encode dense   --model PATH_OR_HUB_ID --input CORPUS --output STORE [--pooling-mode cls|mean] [--normalize]
 
 Corpus output: JsonVectorCollection shards in DIR (plus DIR.manifest.json beside it), resumable.
 Query output: the TSV `pyserini.search.lucene --impact` reads, optionally JSONL with float weights.
@@ -31,8 +31,9 @@ from ..core.options import positive_float, positive_int, refuse_foreign
 from ..core.outputs import JSON_LINES, QUERY_FILE, claim_output
 from ..core.parallel import process_shards, ray_shards
 from ..core.presets import available_presets
+from ..core.records import add_former_flags
 from ..core.readers import checked_corpus, input_identity, read_corpus, read_queries
-from ..core.settings import UNSET, Setting
+from ..core.declarations import UNSET, Setting
 from ..core.topics import record_encoded_topics
 from ..core.writer import (
     DEFAULT_SHARD_SIZE,
@@ -46,8 +47,8 @@ from ..core.writer import (
 from ..encoders import families_reading, families_with_dense_side
 from ..encoders.query import QueryEncoder
 from ..encoders.recipes import CorpusShards, DenseShards
-from ..models.configs import family_of
-from ..models.configs import resolve_settings as resolved_config
+from ..models.resolve import family_of
+from ..models.resolve import resolve_settings as resolved_config
 from ..models.dense.config import SCHEMA as DENSE
 from ..models.registry import declared
 from ..stores.dense import DENSE_STORE, DenseStoreWriter
@@ -166,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     for setting in DENSE.settings:  # generated from the dense family's declarations
         if setting.name != "model":
             setting.add_to(dense, default=setting.default)
+    add_former_flags(dense, "dense")  # --pooling of before: --pooling-mode
     dense.add_argument("--shard-size", type=positive_int, default=DEFAULT_SHARD_SIZE,
                        help=f"documents per part, the unit of resumption (default: {DEFAULT_SHARD_SIZE})")
     dense.add_argument("--overwrite", action="store_true",
@@ -275,7 +277,7 @@ def encode_dense(args) -> None:
     writer = DenseStoreWriter(args.output, {"encoder": encoder.describe(), "shard_size": args.shard_size,
                                             "documents": check.count, **input_identity(args.input)},
                               overwrite=args.overwrite)
-    pooling, normalize = encoder.pooling, encoder.normalize
+    pooling_mode, normalize = encoder.pooling_mode, encoder.normalize
     del encoder  # the recipe keeps the model while this process encodes (encode_all)
     encoded_now, elapsed = encode_all(args, recipe, writer, check.count)
     manifest = writer.finish(check.count, {
@@ -283,7 +285,7 @@ def encode_dense(args) -> None:
         "documents_per_second_this_run": round(encoded_now / elapsed, 2) if elapsed > 0 else None})
     size = sum(f.stat().st_size for f in Path(args.output).iterdir())
     print(f"encoded {manifest['documents']} documents into {args.output} ({manifest['dim']} dimensions, "
-          f"pooling {pooling}, normalised {normalize}, {size / 2**20:.2f} MiB)", file=sys.stderr)
+          f"pooling {pooling_mode}, normalised {normalize}, {size / 2**20:.2f} MiB)", file=sys.stderr)
 
 
 def encode_queries(args, settings: dict) -> None:

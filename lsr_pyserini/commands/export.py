@@ -4,7 +4,7 @@ The folder (SPLADE, inference-free SPLADE: `SparseEncoder`; dense: `SentenceTran
 vectors this toolkit gives, and `--encoder DIR` (`encode dense --model DIR`) here still reads it.
 
     python -m lsr_pyserini.export splade --encoder PRESET_OR_CHECKPOINT [--model DIR] --output DIR
-    python -m lsr_pyserini.export dense --model PATH_OR_HUB_ID [--pooling cls|mean] [--normalize] --output DIR
+    python -m lsr_pyserini.export dense --model PATH_OR_HUB_ID [--pooling-mode cls|mean] [--normalize] --output DIR
 
 `train splade` already saves its checkpoints in this layout; `export` is for presets (e.g.
 splade-tiny, an inference-free preset) and checkpoints saved before it did. The folder holds the
@@ -23,6 +23,7 @@ from ..core.environment import environment
 from ..core.errors import InputError
 from ..core.hf import write_config
 from ..core.outputs import claim_output, json_file_kind
+from ..core.records import add_former_flags
 from ..models.dense.config import SCHEMA as DENSE
 
 EXPORT_RECORD = "lsr_export.json"
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     for setting in DENSE.settings:  # generated from the dense family's declarations
         if setting.name not in DENSE_SKIPPED:
             setting.add_to(dense, default=setting.default)
+    add_former_flags(dense, "dense")  # --pooling of before: --pooling-mode
     for command in (splade, dense):
         command.add_argument("--output", required=True, help="folder to write (OUTPUT.partial/ while writing)")
         command.add_argument("--overwrite", action="store_true",
@@ -57,7 +59,7 @@ def export_splade(encoder: str, model: str | None, folder) -> dict:
     from pathlib import Path
 
     from ..core.presets import resolve_model
-    from ..models.configs import resolve_settings
+    from ..models.resolve import resolve_settings
     from ..models.splade.encoder import read_query_weights
     from ..models.splade.model import SpladeModel
 
@@ -88,7 +90,7 @@ def export_dense(settings: dict, folder) -> dict:
         encoder.tokenizer.save_pretrained(folder)
     finally:
         encoder.tokenizer.model_max_length = max_length
-    write_dense(folder, dim=encoder.dim, pooling=encoder.pooling, normalize=encoder.normalize,
+    write_dense(folder, dim=encoder.dim, pooling_mode=encoder.pooling_mode, normalize=encoder.normalize,
                 max_length=encoder.max_length, query_prefix=encoder.prefixes["queries"],
                 doc_prefix=encoder.prefixes["documents"])
     return encoder.describe()

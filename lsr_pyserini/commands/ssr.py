@@ -33,9 +33,9 @@ from ..core.readers import Document, checked_corpus, input_identity, read_corpus
 from ..core.outputs import claim_output
 from ..core.writer import SHARD_FOLDER, ShardWriter, to_impacts, write_corpus_shards
 from ..stores.tokens import TOKEN_STORES, TokenRows, TokenRowsWriter
-from ..core.settings import UNSET
-from ..models.configs import resolve_settings
-from ..models.settings import QUERY_MAX_LENGTH
+from ..core.declarations import UNSET
+from ..models.resolve import resolve_settings
+from ..models.shared_settings import QUERY_MAX_LENGTH
 from ..models.ssr.config import FIT as SAE_FIT, RETRIEVAL, SCHEMA as SSR_SETTINGS
 from ..models.ssr.backbone import TokenEncoder
 from ..models.ssr.codes import codes, document_terms

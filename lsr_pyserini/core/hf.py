@@ -132,8 +132,10 @@ def load_quietly(loader, path: str, what: str, **kwargs):
 
 def read_family(path) -> dict:
     """The family marker of a checkpoint trained here ({} for any other checkpoint)."""
+    from .records import current_record
+
     marker = Path(path) / FAMILY_FILE
-    return json.loads(marker.read_text()) if marker.is_file() else {}
+    return current_record(json.loads(marker.read_text())) if marker.is_file() else {}
 
 
 def load_masked_lm(path: str, family: str = "splade"):
@@ -182,9 +184,9 @@ def sentence_transformers_defaults(path: str) -> dict:
                 config = json.loads((folder / module.get("path", "") / "config.json").read_text())
                 mode = config.get("pooling_mode")  # sentence-transformers >= 5; older: one flag per mode
                 if mode == "cls" or config.get("pooling_mode_cls_token"):
-                    defaults["pooling"] = "cls"
+                    defaults["pooling_mode"] = "cls"
                 elif mode == "mean" or config.get("pooling_mode_mean_tokens"):
-                    defaults["pooling"] = "mean"
+                    defaults["pooling_mode"] = "mean"
             elif kind.endswith("Normalize"):
                 defaults["normalize"] = True
             elif kind.endswith("Transformer") and module.get("path"):

@@ -33,7 +33,8 @@ ENCODED_QUERIES = "encoded-queries"
 IMPACTS, TEXT, VECTOR = "impacts", "text", "vector"
 # what a query encoder and the documents' must share for the query's terms to mean the documents'
 # (as engines/base.py's QUERY_SIDE; lengths and cuts of one side may differ)
-SAME_ENCODER = ("family", "model", "pooling")
+# (`pooling`: SPLADE's max/sum; `pooling_mode`: a dense encoder's cls/mean)
+SAME_ENCODER = ("family", "model", "pooling", "pooling_mode")
 # total terms / distinct terms of a file's queries at or above which its lines read as encoded
 # terms (each term repeated by its integer impact, x100 for most presets): the raw query files of
 # ../shared/data give 1.04 (SciFact test), 1.03 (SciFact train), 1.07 (Vaswani), 1.13 (CACM's long
@@ -90,6 +91,8 @@ def describe_encoder(encoder: dict | None) -> str:
         parts.append(f"model {encoder['model']}")
     if encoder.get("pooling") not in (None, "max"):
         parts.append(f"pooling {encoder['pooling']}")
+    if encoder.get("pooling_mode") is not None:
+        parts.append(f"pooling_mode {encoder['pooling_mode']}")
     return " ".join(parts)
 
 
@@ -106,7 +109,11 @@ def same_setting(key: str, recorded, given) -> bool:
 
 
 def other_encoder_key(documents: dict, queries: dict, keys: tuple[str, ...] = SAME_ENCODER) -> str | None:
-    """The first setting of `keys` both record and that differs (None: the same encoder)."""
+    """The first setting of `keys` both record and that differs (None: the same encoder); records of
+    before are read in today's names first (core/records.py)."""
+    from .records import current_record
+
+    documents, queries = current_record(documents), current_record(queries)
     for key in keys:
         if key in documents and key in queries and not same_setting(key, documents[key], queries[key]):
             return key

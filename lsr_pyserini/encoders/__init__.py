@@ -2,7 +2,7 @@
 
 Quantising to integer impacts and writing files is not an encoder's job (`core/writer.py`). Each
 family registers its encoder builder (`models/registry.py`); `build_encoder` calls it with a
-config `models/configs.resolve_settings` checked against the family's schema.
+config `models/resolve.resolve_settings` checked against the family's schema.
 """
 from __future__ import annotations
 

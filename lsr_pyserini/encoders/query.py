@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from ..core.length_order import encode_in_length_order
 from ..core.errors import InputError
-from ..models.configs import resolve_settings
-from ..models.settings import QUERY_MAX_LENGTH
+from ..models.resolve import resolve_settings
+from ..models.shared_settings import QUERY_MAX_LENGTH
 from ..core.topics import IMPACTS, TEXT, VECTOR  # noqa: F401  (what each query side makes)
 from ..core.writer import to_impacts
 from . import build_encoder
@@ -29,7 +29,7 @@ DEFAULT_ENCODER = "splade-tiny"
 def encoder_settings(name_or_path: str = DEFAULT_ENCODER, **overrides) -> dict:
     """The complete config of a preset name, a preset .yaml, or a checkpoint folder trained here,
     with `overrides` applied where not None, checked against the family's settings
-    (`models/configs.py`)."""
+    (`models/resolve.py`)."""
     return resolve_settings(name_or_path, overrides)
 
 
@@ -117,9 +117,16 @@ class AugmentedBm25Queries:
     makes = TEXT
     pretokenized = True
 
-    def __init__(self, settings: dict, index: str, options: dict):
+    def __init__(self, settings: dict, index: str, given: dict):
+        """`settings`: the checkpoint's resolved settings; `given`: those of them the caller set
+        (Searcher's `encoder_options`, declared settings of the bm25aug family), which override the
+        checkpoint's: `augment`, `weighting`, `batch_size`, and `query_impact_scale` (else
+        `impact_scale`) as the boost scale (each token repeated round(boost x scale) times)."""
         from ..models.bm25aug.model import AugmentedQueries
 
+        options = {name: given[name] for name in ("augment", "weighting", "batch_size") if given.get(name) is not None}
+        if given.get("query_impact_scale") is not None or given.get("impact_scale") is not None:
+            options["boost_scale"] = settings["query_impact_scale"] or settings["impact_scale"]
         self.augmented = AugmentedQueries(settings["model"], index, **options)
 
     @property

@@ -151,7 +151,7 @@ class Engine(ABC):
                                  f"(engine 'bm25'), not engine {cls.name!r}")
         elif cls.query_kind == VECTOR and settings is not None:
             raise InputError(f"engine {cls.name!r} encodes queries as its store's manifest says: give no encoder "
-                             f"(encoder_options may set model, batch_size)")
+                             f"(encoder_options may set the query side's model, batch_size)")
 
     @abstractmethod
     def search(self, qids: list[str], queries: list, k: int, threads: int = 1) -> Run:

@@ -15,8 +15,9 @@ import pkgutil
 from pathlib import Path
 from typing import Callable
 
+from ..core.declarations import Schema
 from ..core.errors import InputError
-from ..core.settings import Schema
+from ..core.records import current_family
 
 SCHEMAS: dict[str, Schema] = {}        # family -> the settings its encoder reads (models/<family>/config.py)
 ENCODERS: dict[str, Callable] = {}     # family -> builder(**settings) -> SparseEncoder
@@ -114,6 +115,7 @@ def load_families() -> None:
 def schema_of(name: str) -> Schema:
     """The settings of family `name`; InputError naming the known families otherwise."""
     load_families()
+    name = current_family(name)  # a checkpoint or preset of before ("transformer": the dense family)
     if name not in SCHEMAS:
         raise InputError(f"unknown encoder family {name!r} (known: {', '.join(sorted(SCHEMAS))})")
     return SCHEMAS[name]
@@ -121,7 +123,7 @@ def schema_of(name: str) -> Schema:
 
 def declared(name: str):
     """The declaration of setting `name` in the first encoder family that reads it (families that
-    share a setting share its declaration: models/settings.py)."""
+    share a setting share its declaration: models/shared_settings.py)."""
     load_families()
     for family, schema in sorted(SCHEMAS.items()):
         if family in ENCODERS and name in schema:

@@ -145,12 +145,12 @@ def write_inference_free_splade(folder, config: dict, terms: int, save_transform
     _model_config(folder, "SparseEncoder", "dot", {"query": "", "document": ""}, **extra)
 
 
-def write_dense(folder, *, dim: int, pooling: str, normalize: bool, max_length: int, query_prefix: str,
+def write_dense(folder, *, dim: int, pooling_mode: str, normalize: bool, max_length: int, query_prefix: str,
                 doc_prefix: str) -> None:
     """The dense layout around a transformers encoder saved in `folder` (root)."""
     folder = Path(folder)
     _transformer_config(folder, "feature-extraction", max_seq_length=int(max_length))
-    _write(folder / "1_Pooling" / "config.json", {"embedding_dimension": dim, "pooling_mode": pooling,
+    _write(folder / "1_Pooling" / "config.json", {"embedding_dimension": dim, "pooling_mode": pooling_mode,
                                                   "include_prompt": True})
     modules = [("", TRANSFORMER), ("1_Pooling", POOLING)]
     if normalize:

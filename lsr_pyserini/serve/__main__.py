@@ -20,7 +20,7 @@ import sys
 from ..core.cli import QUIET_HELP, quiet_libraries, run_main, set_threads, warn
 from ..core.errors import InputError
 from ..core.options import engine_option, float_in, non_negative_float, positive_int
-from .config import LOOPBACK, SERVICE_KEYS, build_config, index_spec, read_config
+from .served import LOOPBACK, SERVICE_KEYS, build_config, index_spec, read_config
 
 logger = logging.getLogger("lsr_pyserini.serve")
 

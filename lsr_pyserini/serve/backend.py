@@ -25,7 +25,7 @@ from ..core.outputs import folder_bytes
 from ..core.readers import read_qrels
 from ..engines.base import VECTOR
 from .batching import Closed, MicroBatcher, Overloaded
-from .config import IndexSpec, ServiceConfig
+from .served import IndexSpec, ServiceConfig
 
 logger = logging.getLogger(__name__)
 WARM_QUERIES = ("what is the effect of vitamin d on bone density", "a")

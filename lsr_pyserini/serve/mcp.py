@@ -42,7 +42,7 @@ from ..core.evaluation import CUTOFF_METRICS
 from ..core.fusion import fuse
 from .backend import Backend, NotReady
 from .batching import Overloaded
-from .rest import TermContribution, is_union_tag
+from .schemas import DOCID_CHARS, INDEX_NAME_CHARS, QID_CHARS, TermContribution, is_union_tag
 
 logger = logging.getLogger(__name__)
 READ_ONLY = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
@@ -140,7 +140,7 @@ def create_mcp(backend: Backend) -> FastMCP:
     Query = Annotated[Union[QueryText, QueryObject],
                       Field(description='the query text, or Pyserini\'s {"qid": "...", "query_txt": "..."}')]
     IndexName = Annotated[str, Field(description=f"a served index (list_indexes): {', '.join(names)}",
-                                     max_length=64)]
+                                     max_length=INDEX_NAME_CHARS)]
     K = Annotated[int, Field(ge=1, le=config.max_hits, description="how many results")]
 
     def text_of(query) -> tuple[str, str]:
@@ -166,7 +166,7 @@ def create_mcp(backend: Backend) -> FastMCP:
 
     @mcp.tool(annotations=READ_ONLY)
     @refusals
-    async def get_document(docid: Annotated[str, Field(min_length=1, max_length=512)],
+    async def get_document(docid: Annotated[str, Field(min_length=1, max_length=DOCID_CHARS)],
                            index_name: IndexName) -> Document:
         """Retrieve the full text of a document by its ID from a given index."""
         document = await anyio.to_thread.run_sync(backend.document, index_name, docid)
@@ -193,7 +193,7 @@ def create_mcp(backend: Backend) -> FastMCP:
     @mcp.tool(annotations=READ_ONLY)
     @refusals
     async def explain(query: Query, index_name: IndexName = default_index,
-                      docids: Annotated[Optional[list[Annotated[str, Field(min_length=1, max_length=512)]]], Field(
+                      docids: Annotated[Optional[list[Annotated[str, Field(min_length=1, max_length=DOCID_CHARS)]]], Field(
                           description="explain these documents (ranked or not); omit to explain the top k",
                           min_length=1, max_length=config.max_hits)] = None,
                       k: K = 10) -> list[ExplainedHit]:
@@ -211,11 +211,11 @@ def create_mcp(backend: Backend) -> FastMCP:
                                                    list(dict.fromkeys(docids)))
         return [ExplainedHit(**hit) for hit in explained]
 
-    DocId = Annotated[str, Field(min_length=1, max_length=512, pattern=r"^\S+$")]
+    DocId = Annotated[str, Field(min_length=1, max_length=DOCID_CHARS, pattern=r"^\S+$")]
     Score = Annotated[float, Field(allow_inf_nan=False)]
     Results = Annotated[list[ScoredDocument], Field(
         max_length=config.max_hits, description='search results, [{"docid": ..., "score": ...}]')]
-    QueryId = Annotated[str, Field(min_length=1, max_length=256, pattern=r"^\S+$", description="a query's id")]
+    QueryId = Annotated[str, Field(min_length=1, max_length=QID_CHARS, pattern=r"^\S+$", description="a query's id")]
     Cutoff = Annotated[int, Field(ge=1, le=config.max_hits, description="the rank cut-off")]
 
     @mcp.tool(annotations=READ_ONLY)

@@ -1,6 +1,7 @@
 """The REST front end: Pyserini 1.6's server routes (`pyserini.server.rest`, wire-compatible for what
 both do) over the backend, plus explanations, a batch route, health, readiness and admin reload
-(Pyserini 2's and Anserini's GET routes, with their own refusals, are in rest2.py).
+(Pyserini 2's and Anserini's GET routes, with their own refusals, are in rest_pyserini2.py; the
+fixed limits and the schema parts the front ends share are in schemas.py).
 
     POST /v1/indexes/{name}/search     {"query", "hits", "qid", "explain"} -> {"query", "candidates", "took_ms"}
     POST /v1/indexes/{name}/batch      {"queries": [{"qid", "query"}], "hits", "explain"} -> {"results": [...]}
@@ -34,7 +35,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..core.errors import InputError, NotFound
 from .backend import Backend, NotReady
 from .batching import Overloaded
-from .config import ServiceConfig
+from .served import ServiceConfig
+from .schemas import DOCID_CHARS, INDEX_NAME_CHARS, QID_CHARS, TermContribution, is_union_tag, not_blank
 
 logger = logging.getLogger(__name__)
 VERSION = "v1"
@@ -55,15 +57,6 @@ class ErrorBody(BaseModel):
 class QueryInfo(BaseModel):
     qid: str
     query_txt: str
-
-
-class TermContribution(BaseModel):
-    """One matching term of a hit (core.hits.TermMatch), in REST and MCP answers alike."""
-
-    term: str
-    query_weight: float
-    document_weight: float
-    contribution: float = Field(description="this term's part of the score")
 
 
 class Candidate(BaseModel):
@@ -126,12 +119,6 @@ def json_integer(value):
     return value
 
 
-def not_blank(value: str) -> str:
-    if not value.strip():
-        raise PydanticCustomError("string_blank", "String should have a character other than white space")
-    return value
-
-
 def json_position(text, position: int) -> str:
     """'line L, column C' of a character offset into the body (the offset alone if no text)."""
     if not isinstance(text, (str, bytes)):
@@ -159,7 +146,7 @@ def request_models(config: ServiceConfig):
     text = Annotated[str, Field(min_length=1, max_length=config.max_query_chars, json_schema_extra={"pattern": r"\S"}),
                      AfterValidator(not_blank)]
     query_text = (text, ...)
-    qid = (str, Field("", max_length=256))
+    qid = (str, Field("", max_length=QID_CHARS))
     hits = (Annotated[int, BeforeValidator(json_integer)], Field(10, ge=1, le=config.max_hits))
     explain = (StrictBool, False)  # JSON true/false only (not 0, 1 or "yes"), as the schema says
     query_object = create_model("QueryObject", query_txt=query_text, qid=qid)
@@ -233,13 +220,6 @@ class BodyLimit:
         return await self.app(scope, replay, send)
 
 
-def is_union_tag(part) -> bool:
-    """Whether a pydantic error location part names a member of a union ('constrained-str',
-    'QueryObject', 'list[...]') rather than a field or a position."""
-    return isinstance(part, str) and (part in ("str", "int", "list") or "-" in part or "[" in part
-                                      or part[:1].isupper())
-
-
 def field_of(error: dict) -> str:
     """The request field an error is about: its location without the part ('body') and without the
     names pydantic gives the branches of a union."""
@@ -305,7 +285,7 @@ def create_app(backend: Backend, lifespan=None) -> FastAPI:
     async def not_ready(_, err: NotReady):
         return refusal_body(503, "the service is still loading its indexes", None, {"Retry-After": RETRY_AFTER_SECONDS})
 
-    name_path = Path(..., description="a configured index name", max_length=64)
+    name_path = Path(..., description="a configured index name", max_length=INDEX_NAME_CHARS)
     v1 = f"/{VERSION}/indexes"
 
     @app.post(f"{v1}/{{index}}/search", response_model=Hits, response_model_exclude_none=True, responses=ERRORS,
@@ -328,7 +308,7 @@ def create_app(backend: Backend, lifespan=None) -> FastAPI:
 
     @app.get(f"{v1}/{{index}}/documents/{{docid}}", response_model=dict[str, str], responses=ERRORS,
              dependencies=[Depends(authorised)], tags=["indexes"])
-    async def get_document(index: str = name_path, docid: str = Path(..., max_length=512)):
+    async def get_document(index: str = name_path, docid: str = Path(..., max_length=DOCID_CHARS)):
         return backend.document(index, docid)
 
     @app.get(f"{v1}/{{index}}/status", response_model=IndexStatus, responses=ERRORS,

@@ -39,7 +39,8 @@ from pydantic_core import PydanticCustomError
 from ..core.errors import InputError, NotFound
 from .backend import Backend, NotReady
 from .batching import Overloaded
-from .rest import RETRY_AFTER_SECONDS, Refusal, check_key, json_body, not_blank
+from .rest import RETRY_AFTER_SECONDS, Refusal, check_key, json_body
+from .schemas import DOCID_CHARS, INDEX_NAME_CHARS, not_blank
 
 API = "v1"
 UNSUPPORTED = ("k1", "b")  # Pyserini 2's per-request BM25 settings
@@ -172,7 +173,7 @@ def add_routes(app: FastAPI, backend: Backend) -> None:
         if max_doc_length is not None and not parse:
             raise Refusal(400, "Parameter 'max_doc_length' requires parse=true")
 
-    Index = Annotated[str, Path(description="a configured index name", max_length=64)]
+    Index = Annotated[str, Path(description="a configured index name", max_length=INDEX_NAME_CHARS)]
     # the validators inside Annotated with the Query: FastAPI keeps them there (not beside a default)
     Parse = Annotated[bool, BeforeValidator(true_or_false),
                       Query(description='true: the document\'s text; false: its JSON {"id", "contents"} as a string')]
@@ -200,7 +201,7 @@ def add_routes(app: FastAPI, backend: Backend) -> None:
 
         @app.get(f"/{API}/{{index}}/doc/{{docid}}", response_model=DocumentResponse, **options)
         async def get_document_v1(request: Request, index: Index,
-                                  docid: Annotated[str, Path(description="a document's id", max_length=512)],
+                                  docid: Annotated[str, Path(description="a document's id", max_length=DOCID_CHARS)],
                                   parse: Parse = True, max_doc_length: MaxDocLength = None):
             checked(request, parse, max_doc_length)
             try:

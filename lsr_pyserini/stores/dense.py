@@ -24,6 +24,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..core.outputs import atomic_write
+from ..core.records import current_record
 from .base import ShardedStoreWriter, range_positions, read_manifest, store_kind, write_manifest
 
 STORE_FORMAT = "lsr-pyserini-dense-store/1"
@@ -121,7 +122,9 @@ class DenseStore:
 
     @property
     def encoder_settings(self) -> dict:
-        return self.manifest["encoder"]
+        """The manifest's encoder record in today's names (a store written with family "transformer"
+        or dense "pooling" reads as "dense", "pooling_mode": core/records.py)."""
+        return current_record(self.manifest["encoder"])
 
     @property
     def vectors(self) -> np.ndarray:

@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from ..core.cli import QUIET_HELP, quiet_libraries, run_main, set_threads
+from ..core.declarations import UNSET
 from ..core.devices import activate, add_device_args
 from ..core.options import (
     int_in,
@@ -26,9 +27,8 @@ from ..core.options import (
     random_seed,
     refuse_foreign,
 )
-from ..core.settings import UNSET
-from ..models.configs import base_settings
 from ..models.registry import schema_of
+from ..models.resolve import base_settings
 from . import load_families
 from .data import TrainingData
 from .loop import claim_training_output, seed_everything, train

@@ -6,6 +6,7 @@ against `rerank`. Runs are compared as the TREC lines the commands write.
 """
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -247,3 +248,40 @@ def test_an_impact_index_refuses_another_encoders_queries_before_loading_it(samp
     with pytest.raises(InputError, match="its documents were encoded with model 'python-package:cognition/model', "
                                          f"not '{tiny_mlm}': search it with the encoder of its documents"):
         lsr_pyserini.Searcher(str(sample_indexes / "impact"), encoder="splade-tiny", encoder_options={"model": str(tiny_mlm)})
+
+
+def test_encoder_options_are_the_query_encoders_declared_settings_for_every_family(sample_indexes, monkeypatch):
+    """`encoder_options` means one thing: overrides of the query encoder's declared settings. A dense
+    store (built by the old `--pooling` flag of `encode dense`) takes those of its family a query side
+    may set; its documents' settings, another family's or any setting without a query encoder are one
+    line; a bm25aug checkpoint's `query_impact_scale` is its boost scale."""
+    import lsr_pyserini
+    from lsr_pyserini.encoders.query import AugmentedBm25Queries
+
+    dense = lsr_pyserini.Searcher(str(sample_indexes / "dense"), encoder_options={"batch_size": 3, "model": None})
+    assert dense.query_side.batch_size == 3 and dense.query_side.store.encoder_settings["pooling_mode"] == "mean"
+    for options, message in [
+        ({"pooling_mode": "cls"}, "'pooling_mode' is a setting of the store's documents; a dense store's query side "
+                                  "takes model, batch_size"),
+        ({"boost_scale": 2}, "'boost_scale' is not a setting of the dense family"),
+        ({"batch_size": 0}, "batch_size: "),
+    ]:
+        with pytest.raises(InputError, match=re.escape(message)):
+            lsr_pyserini.Searcher(str(sample_indexes / "dense"), encoder_options=options)
+    with pytest.raises(InputError, match="encoder_options 'batch_size': no query encoder to set"):
+        lsr_pyserini.Searcher(str(sample_indexes / "bm25"), encoder_options={"batch_size": 3})
+    from lsr_pyserini.models.resolve import resolve_settings
+
+    with pytest.raises(InputError, match="boost_scale"):  # AugmentedQueries' own option: not a declared setting
+        resolve_settings("splade-tiny", {"boost_scale": 2}, "encoder_options")
+
+    made = {}
+    monkeypatch.setattr("lsr_pyserini.models.bm25aug.model.AugmentedQueries",
+                        lambda model, index, **options: made.update(options, model=model))
+    settings = {"family": "bm25aug", "model": "m", "impact_scale": 100, "query_impact_scale": 40, "augment": True,
+                "weighting": True, "batch_size": 32}
+    AugmentedBm25Queries(settings, "index", {"query_impact_scale": 40, "augment": False, "model": "m"})
+    assert made == {"boost_scale": 40, "augment": False, "model": "m"}
+    made.clear()
+    AugmentedBm25Queries(settings, "index", {})  # nothing given: the checkpoint's own (AugmentedQueries' defaults)
+    assert made == {"model": "m"}

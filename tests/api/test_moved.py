@@ -21,6 +21,10 @@ OLD_NAMES = [
     ("train.ssr", "SSRFamily"), ("train.tildev2", "fit_head_to_bm25"), ("core.quantize", "quantize_linears"),
     ("core.fastpath", "PackedProjection"), ("core.jit", "compiled"), ("core.batching", "encode_in_length_order"),
     ("core.shards", "merge_runs"), ("core.regression", "regress"), ("core.wordpiece_bm25", "TOKENIZER_RECORD"),
+    # one meaning per name: the modules called config or settings
+    ("core.settings", "Schema"), ("core.settings", "Setting"), ("models.settings", "QUERY_MAX_LENGTH"),
+    ("models.configs", "resolve_settings"), ("models.configs", "family_of"), ("serve.config", "ServiceConfig"),
+    ("serve.config", "build_config"),
 ]
 
 

@@ -139,7 +139,7 @@ def test_real_minilm_traced_queries_equal_the_eager_float_vectors(monkeypatch):
     vectors, answered = {}, 0
     for trace in ("0", "1"):
         monkeypatch.setenv("LSR_PYSERINI_TRACE", trace)
-        encoder = TransformerDenseEncoder(MINILM, pooling="mean", normalize=True)
+        encoder = TransformerDenseEncoder(MINILM, pooling_mode="mean", normalize=True)
         if trace == "0":
             texts = queries_by_length(lambda text: len(encoder.tokenizer(text)["input_ids"]), per_length=3,
                                       lengths=range(3, 11))
@@ -281,7 +281,7 @@ def test_dense_queries_through_the_trace_equal_the_eager_vectors(tiny_encoder_on
     vectors, answered = {}, 0
     for trace in ("0", "1"):
         monkeypatch.setenv("LSR_PYSERINI_TRACE", trace)
-        encoder = TransformerDenseEncoder(str(tiny_encoder_only), pooling="mean", quantize=quantize)
+        encoder = TransformerDenseEncoder(str(tiny_encoder_only), pooling_mode="mean", quantize=quantize)
         texts = queries_by_length(lambda text: len(encoder.tokenizer(text)["input_ids"]), per_length=2,
                                   lengths=range(3, 9)) + QUERIES
         eager = encoder._traced.eager = Counting(encoder._traced.eager)

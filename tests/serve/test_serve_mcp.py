@@ -31,7 +31,7 @@ def backend(indexes):
 
     lsr_pyserini.start_jvm()  # before anything imports pyserini
     from lsr_pyserini.serve.backend import Backend
-    from lsr_pyserini.serve.config import build_config, index_spec
+    from lsr_pyserini.serve.served import build_config, index_spec
 
     from conftest import SAMPLE
 
@@ -347,7 +347,7 @@ def test_the_app_mounts_mcp_behind_its_guards_and_no_mcp_leaves_it_out(indexes):
 
     from lsr_pyserini.serve.app import build_app
     from lsr_pyserini.serve.backend import Backend
-    from lsr_pyserini.serve.config import build_config, index_spec
+    from lsr_pyserini.serve.served import build_config, index_spec
 
     config = build_config([index_spec("sample", {"index": str(indexes["splade"]), "encoder": "splade-tiny"}, "t")],
                           {"max_body_bytes": 4096})

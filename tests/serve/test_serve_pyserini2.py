@@ -69,7 +69,7 @@ def backend(service_indexes):
 
     lsr_pyserini.start_jvm()
     from lsr_pyserini.serve.backend import Backend
-    from lsr_pyserini.serve.config import build_config, index_spec
+    from lsr_pyserini.serve.served import build_config, index_spec
 
     specs = [index_spec("sample", {"index": str(service_indexes["splade"]), "encoder": "splade-tiny"}, "test"),
              index_spec("sample-bm25", {"index": str(service_indexes["bm25"])}, "test")]
@@ -175,7 +175,7 @@ def test_keys_as_x_api_key_or_bearer_and_refusals_as_pyserini_2s(client, backend
 def test_while_loading_503_with_retry_after(service_indexes):
     from lsr_pyserini.serve.app import build_app
     from lsr_pyserini.serve.backend import Backend
-    from lsr_pyserini.serve.config import build_config, index_spec
+    from lsr_pyserini.serve.served import build_config, index_spec
 
     config = build_config([index_spec("sample", {"index": str(service_indexes["bm25"])}, "t")], {})
     loading = Pyserini2Client(build_app(Backend(config), load=False))

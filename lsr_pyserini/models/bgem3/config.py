@@ -1,9 +1,9 @@
 """BGE-M3's settings, declared once, with the weights that combine its three heads' scores."""
 from __future__ import annotations
 
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import family
-from ..settings import (BATCH_SIZE, DOC_MAX_LENGTH, DOC_TOP_K, IMPACT_SCALE, QUERY_MAX_LENGTH, QUERY_TOP_K,
+from ..shared_settings import (BATCH_SIZE, DOC_MAX_LENGTH, DOC_TOP_K, IMPACT_SCALE, QUERY_MAX_LENGTH, QUERY_TOP_K,
                         SPARSE_COMMON)
 
 HEADS = ("dense", "sparse", "colbert")

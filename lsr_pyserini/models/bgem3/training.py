@@ -24,7 +24,7 @@ from ...core.hf import write_config
 from ...core.options import finite_float, positive_float, positive_int
 from .config import ENSEMBLE_WEIGHTS, SCHEMA
 from .model import BgeM3Model, hybrid_score
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import trainer
 from ..base import Batch
 from ..losses import contrastive_loss

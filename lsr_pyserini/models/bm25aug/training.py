@@ -16,7 +16,7 @@ from ...core.options import non_negative_float
 from ...core.presets import resolve_model
 from ...kernels.wordpiece_bm25 import CorpusVectors, bm25_check
 from .model import QueryAugmenter
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import trainer
 from ..base import Batch
 from ..losses import contrastive_loss

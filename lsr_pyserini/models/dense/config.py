@@ -1,15 +1,15 @@
 """Dense encoders' settings, declared once (`encode dense`, dense stores, dense re-ranking)."""
 from __future__ import annotations
 
+from ...core.declarations import Schema, Setting
 from ...core.options import positive_int
-from ...core.settings import Schema, Setting
 from ..registry import family
-from ..settings import BATCH_SIZE, MODEL, QUANTIZE
+from ..shared_settings import BATCH_SIZE, MODEL, QUANTIZE
 
 POOLINGS = ("cls", "mean")
-SCHEMA = family(Schema("transformer", (
+SCHEMA = family(Schema("dense", (
     MODEL,
-    Setting("pooling", None, "cls or mean pooling; none = the sentence-transformers config's, else cls",
+    Setting("pooling_mode", None, "cls or mean pooling; none = the sentence-transformers config's, else cls",
             choices=POOLINGS, nullable=True),
     Setting("normalize", None, "L2-normalise vectors: true, false, or none = yes when the sentence-transformers "
                                "folder has a Normalize module", choices=(True, False), nullable=True),

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...core.errors import InputError
 from ...core.hf import sentence_transformers_defaults
+from ...core.records import current_record, current_settings
 from ...kernels.int8 import describe as describe_quantize
 
 from ..registry import DENSE_SIDES, dense_side, load_families
@@ -33,16 +34,17 @@ class TransformerDenseEncoder:
         from ...kernels.int8 import quantize_linears
         from .config import SCHEMA
 
+        settings = current_settings("dense", settings)  # `pooling=` of before is `pooling_mode`
         config = SCHEMA.complete({"model": model, **settings}, "dense encoder")
-        pooling, normalize, max_length = config["pooling"], config["normalize"], config["max_length"]
+        pooling_mode, normalize, max_length = config["pooling_mode"], config["normalize"], config["max_length"]
         query_prefix, doc_prefix, quantize = config["query_prefix"], config["doc_prefix"], config["quantize"]
 
         self.model_reference = model
         self.path = resolve_model(model)
         defaults = sentence_transformers_defaults(self.path) if Path(self.path).is_dir() else {}
-        self.pooling = pooling or defaults.get("pooling", "cls")
-        if self.pooling not in POOLINGS:
-            raise InputError(f"pooling {self.pooling!r} is not one of {', '.join(POOLINGS)}")
+        self.pooling_mode = pooling_mode or defaults.get("pooling_mode", "cls")
+        if self.pooling_mode not in POOLINGS:
+            raise InputError(f"pooling_mode {self.pooling_mode!r} is not one of {', '.join(POOLINGS)}")
         self.normalize = bool(defaults.get("normalize", False) if normalize is None else normalize)
         weights = defaults.get("transformer_path", self.path)
         self.tokenizer = load_tokenizer(weights)
@@ -80,7 +82,7 @@ class TransformerDenseEncoder:
                 hidden = self._traced(encoded).float()
             else:
                 hidden = self.model(**encoded).last_hidden_state.float()
-        if self.pooling == "cls":
+        if self.pooling_mode == "cls":
             vectors = hidden[:, 0]
         else:
             mask = encoded["attention_mask"].unsqueeze(-1).to(hidden.dtype)
@@ -96,7 +98,7 @@ class TransformerDenseEncoder:
         return self.encode(texts, "queries")
 
     def describe(self) -> dict:
-        return {"family": "transformer", "model": self.model_reference, "pooling": self.pooling,
+        return {"family": "dense", "model": self.model_reference, "pooling_mode": self.pooling_mode,
                 "normalize": self.normalize, "max_length": self.max_length,
                 "query_prefix": self.prefixes["queries"], "doc_prefix": self.prefixes["documents"],
                 **self.placement.identity(), **describe_quantize(self.quantize, "every Linear of the transformer")}
@@ -108,6 +110,7 @@ def build_dense_encoder(settings: dict, overrides: dict | None = None):
     settings = {**settings, **{k: v for k, v in (overrides or {}).items() if v is not None}}
     for recorded_only in ("quantize_backend", "quantize_scope"):  # a store's int8 record: `quantize` rebuilds it
         settings.pop(recorded_only, None)
+    settings = current_record(settings)  # a manifest of before: family "transformer", dense "pooling"
     family = settings.pop("family", None)
     if family != "promptreps":  # the documents' dtype; queries run in the current placement's
         settings.pop("dtype", None)
@@ -117,6 +120,6 @@ def build_dense_encoder(settings: dict, overrides: dict | None = None):
     return DENSE_SIDES[family](settings)
 
 
-@dense_side("transformer")
-def transformer_dense_side(settings: dict) -> "TransformerDenseEncoder":
+@dense_side("dense")
+def dense_family_side(settings: dict) -> "TransformerDenseEncoder":
     return TransformerDenseEncoder(**settings)

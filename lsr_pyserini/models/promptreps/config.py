@@ -1,9 +1,9 @@
 """PromptReps' settings, declared once."""
 from __future__ import annotations
 
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import family
-from ..settings import BATCH_SIZE, DOC_MAX_LENGTH, DOC_TOP_K, QUERY_MAX_LENGTH, QUERY_TOP_K, SPARSE_COMMON
+from ..shared_settings import BATCH_SIZE, DOC_MAX_LENGTH, DOC_TOP_K, QUERY_MAX_LENGTH, QUERY_TOP_K, SPARSE_COMMON
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 SCHEMA = family(Schema("promptreps", SPARSE_COMMON + (

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from ...core.options import positive_int
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import family
-from ..settings import (BATCH_SIZE, DOC_MAX_LENGTH, DOC_TOP_K, QUANTIZE, QUERY_MAX_LENGTH, QUERY_TOP_K,
+from ..shared_settings import (BATCH_SIZE, DOC_MAX_LENGTH, DOC_TOP_K, QUANTIZE, QUERY_MAX_LENGTH, QUERY_TOP_K,
                         SPARSE_COMMON)
 
 DIMENSIONS = (16, 32, 64)

@@ -14,9 +14,9 @@ from ...core.options import non_negative_float, positive_float
 from ...core.presets import resolve_model
 from .config import DEFAULT_DIM
 from .encoder import HEADS_FILE, SparseEmbedModel, embedding_scores
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import trainer
-from ..settings import FLOPS
+from ..shared_settings import FLOPS
 from ..base import Batch
 from ..losses import contrastive_loss, flops, margin_mse, quadratic_warmup
 

@@ -2,9 +2,9 @@
 `train splade` take them as flags."""
 from __future__ import annotations
 
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import family
-from ..settings import DOC_MAX_LENGTH, DOC_TOP_K, QUANTIZE, QUERY_MAX_LENGTH, QUERY_TOP_K, SPARSE_COMMON
+from ..shared_settings import DOC_MAX_LENGTH, DOC_TOP_K, QUANTIZE, QUERY_MAX_LENGTH, QUERY_TOP_K, SPARSE_COMMON
 
 POOLING = Setting("pooling", "max", "pooling over positions of log(1 + ReLU(logits)): max (SPLADE v2/++) or sum (v1)",
                   choices=("max", "sum"))

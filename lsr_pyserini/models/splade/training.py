@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
+from ...core.declarations import Schema
 from ...core.presets import resolve_model
-from ...core.settings import Schema
 from ..base import Batch
 from ..losses import contrastive_loss, flops, quadratic_warmup, with_margin_mse
 from ..registry import trainer
-from ..settings import FLOPS, MARGIN_MSE_WEIGHT
+from ..shared_settings import FLOPS, MARGIN_MSE_WEIGHT
 from .config import SCHEMA
 from .encoder import read_query_weights
 from .model import SpladeModel

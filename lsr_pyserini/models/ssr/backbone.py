@@ -17,7 +17,7 @@ from ...core.errors import InputError
 from ...core.devices import current
 from ...core.hf import load_quietly, load_tokenizer, sentence_transformers_defaults
 from ...core.presets import resolve_model
-from ..settings import QUERY_MAX_LENGTH
+from ..shared_settings import QUERY_MAX_LENGTH
 
 PROJECTION_KEY = "linear.weight"
 
@@ -50,7 +50,7 @@ class TokenEncoder:
         limit = getattr(self.model.config, "max_position_embeddings", 512)
         self.max_length = {"documents": int(max_length or defaults.get("max_length") or min(limit, 512)),
                            "queries": int(query_max_length or QUERY_MAX_LENGTH.default)}
-        self.pooling = pooling or defaults.get("pooling", "cls")
+        self.pooling = pooling or defaults.get("pooling_mode", "cls")
         if self.pooling not in ("cls", "mean"):
             raise InputError(f"pooling {self.pooling!r} is not one of cls, mean")
         self.projection = _projection(weights) if projection else None

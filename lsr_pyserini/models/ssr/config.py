@@ -8,9 +8,9 @@ loads to the same settings (`sae.old_folder_settings`)."""
 from __future__ import annotations
 
 from ...core.options import non_negative_float, positive_float, positive_int, random_seed
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import family
-from ..settings import IMPACT_SCALE, QUERY_IMPACT_SCALE, SPARSE_COMMON
+from ..shared_settings import IMPACT_SCALE, QUERY_IMPACT_SCALE, SPARSE_COMMON
 
 RETRIEVAL = Schema("ssr model", (
     Setting("query_term_budget", 256, "retrieval setting stored in the model: adaptive K, a query of n tokens keeps "

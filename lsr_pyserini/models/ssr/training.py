@@ -21,7 +21,7 @@ from ...core.errors import InputError
 from ...core.options import non_negative_float, positive_float
 from .backbone import TokenEncoder
 from .sae import SSRModel, late_interaction, normalised_mse, padded_codes  # noqa: F401 (late_interaction: its old place)
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import trainer
 from ..base import Batch
 from ..losses import contrastive_loss

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from ...core.hf import write_family
 from ...core.options import non_negative_float
 from .model import TildeModel, query_likelihoods
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import trainer
 from ..base import Batch
 from ..losses import contrastive_loss

@@ -26,9 +26,9 @@ from ...core.presets import resolve_model
 from ...core.readers import InputError, read_corpus
 from ...kernels.wordpiece_bm25 import CorpusVectors, bm25_check
 from .encoder import TildeV2Model, passage_positions
-from ...core.settings import Schema, Setting
+from ...core.declarations import Schema, Setting
 from ..registry import trainer
-from ..settings import B, K1, MARGIN_MSE_WEIGHT
+from ..shared_settings import B, K1, MARGIN_MSE_WEIGHT
 from ..base import Batch
 from ..losses import contrastive_loss, with_margin_mse
 

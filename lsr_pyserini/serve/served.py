@@ -25,11 +25,12 @@ from pathlib import Path
 from ..core.errors import InputError
 from ..core.indexes import is_remote
 from ..core.options import checked, int_in, non_negative_float, positive_int
+from .schemas import INDEX_NAME_CHARS
 
 INDEX_KEYS = ("index", "encoder", "engine", "engine_options", "reranker", "store", "interpolate", "fusion",
               "candidates", "reranker_options", "encoder_options", "device", "dtype")
 SERVICE_ONLY_KEYS = ("qrels",)  # an index entry's keys that are the service's, not Searcher's
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{INDEX_NAME_CHARS - 1}}}")
 # /v1/indexes/... are the Pyserini 1.6 routes: an index of this name would be their twin under /v1/{index}/...
 RESERVED_NAMES = ("indexes",)
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -84,7 +85,7 @@ SERVICE_KEYS = tuple(f.name for f in fields(ServiceConfig) if f.name not in ("in
 
 def index_spec(name: str, settings: dict, where: str) -> IndexSpec:
     if not isinstance(name, str) or not NAME.fullmatch(name):
-        raise InputError(f"{where}: index name {name!r}: letters, digits, '.', '_' and '-' only (at most 64)")
+        raise InputError(f"{where}: index name {name!r}: letters, digits, '.', '_' and '-' only (at most {INDEX_NAME_CHARS})")
     if name in RESERVED_NAMES:
         raise InputError(f"{where}: index name {name!r} is taken by the routes /v1/{name}/...: choose another name")
     known = INDEX_KEYS + SERVICE_ONLY_KEYS

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..core.errors import InputError
 from ..core.hf import FAMILY_FILE, read_family
 from ..core.presets import CHECKSUM_KEY, checked_preset, load_preset
+from ..core.records import current_family
 from .registry import OLD_SETTINGS, schema_of
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ def family_of(name_or_path: str) -> str:
     folder = Path(name_or_path)
     if folder.is_dir():
         return read_family(folder).get("family", DEFAULT_FAMILY)
-    return load_preset(name_or_path)["family"]
+    return current_family(load_preset(name_or_path)["family"])
 
 
 def resolve_settings(name_or_path: str, overrides: dict | None = None, source: str = "argument") -> dict:
@@ -66,7 +67,7 @@ def resolve_settings(name_or_path: str, overrides: dict | None = None, source: s
         name, origin = folder.name, f"checkpoint {folder}"
     else:
         preset = checked_preset(load_preset(name_or_path), model_overridden="model" in overrides)
-        family, name = preset["family"], preset["name"]
+        family, name = current_family(preset["family"]), preset["name"]
         given, origin = preset_settings(preset), f"preset {name!r}"
     schema = schema_of(family)
     settings = schema.complete(given, origin)

@@ -2,8 +2,8 @@
 reads (changing a default with `Setting.but` where the family's differs) and adds its own."""
 from __future__ import annotations
 
+from ..core.declarations import Setting
 from ..core.options import non_negative_float, non_negative_int, positive_float, positive_int, probability
-from ..core.settings import Setting
 from ..kernels import QUANTIZE_CHOICES
 from ..kernels.wordpiece_bm25 import DEFAULT_B, DEFAULT_K1
 
