@@ -68,7 +68,8 @@ class Searcher:
     - `engine=None` chooses from the index (`choose_engine`): `lucene` (impact index, encoder
       required), `bm25` (BM25 index; no encoder, or a `train bm25aug` checkpoint), `sharded`
       (`index` a list of impact indexes, or `"A,B,C"`), `seismic` (a `seismic index` folder; the
-      `[seismic]` extra), `pisa` (a `pisa index` folder; the `[pisa]` extra), `dense` (a dense
+      `[seismic]` extra), `pisa` (a `pisa index` folder; the `[pisa]` extra), `bmp` (a `bmp index`
+      folder; the `[bmp]` extra, approximate), `dense` (a dense
       store; no encoder). Or name one of them.
     - `encoder=` a sparse preset or checkpoint: impact queries encoded on the fly.
     - `encoder_options`: the query encoder's declared settings (models/NAME/config.py), overriding
@@ -78,7 +79,7 @@ class Searcher:
       family a query side may set (`model`, `batch_size`, and promptreps' `chat_template`: the
       others are fixed by the documents). Anything else is refused in one line.
     - `engine_options`: the engine's own options (lucene, sharded: `min_idf`; bm25: `k1`, `b`,
-      `pretokenized`; seismic: `query_cut`, `heap_factor`; pisa: `algorithm`); `bm25=(k1, b)` is short for BM25's.
+      `pretokenized`; seismic: `query_cut`, `heap_factor`; pisa: `algorithm`; bmp: `alpha`, `beta`); `bm25=(k1, b)` is short for BM25's.
     - `reranker=` a registered re-ranker name with its `store`: the first stage's top `candidates`
       re-scored, fused with the first stage when `interpolate` is a weight in [0, 1] (`fusion`
       minmax, zscore or rrf).

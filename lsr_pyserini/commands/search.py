@@ -1,21 +1,22 @@
 """Search any engine with a topics file and write a TREC run: one command over the engines layer.
 
     python -m lsr_pyserini.search --index PATH[,PATH...] --topics QUERIES.tsv --output RUN [--hits K]
-        [--engine lucene|bm25|sharded|seismic|dense|milvus] [--encoder NAME | --encoded] [--threads N]
+        [--engine lucene|bm25|sharded|seismic|pisa|bmp|dense|milvus] [--encoder NAME | --encoded] [--threads N]
 
 The topics are raw query texts (`qid<TAB>text`), encoded on the fly with `--encoder` (impact
 engines) or by the dense store's own encoder (`dense`), searched as they are by `bm25`; or, with
 `--encoded`, the TSV `encode queries` (or `bm25aug queries`) wrote: each term repeated by its
 integer impact (boost). `--engine` defaults to the index's own kind: several comma-separated
-indexes are `sharded`, a Seismic index `seismic`, a dense store `dense`, a milvus-lite database or a
-server's address (`http://host:19530`) `milvus` (with `--engine-option collection=NAME`), a Lucene
-index `lucene` (impact) or `bm25`.
+indexes are `sharded`, a Seismic index `seismic`, a PISA index `pisa`, a BMP index `bmp`, a dense
+store `dense`, a milvus-lite database or a server's address (`http://host:19530`) `milvus` (with
+`--engine-option collection=NAME`), a Lucene index `lucene` (impact) or `bm25`: the first engine that
+recognises it (engines/base.py), an engine of your own (LSR_PYSERINI_ENGINES) included.
 
 The run lists the queries in the topics file's order (Pyserini's own command sorts numeric query
 ids; SciFact's files are in that order already), each with its top --hits; its lines equal those of
-`lucene search --impact` / `lucene search --bm25` / `seismic search` / `search_dense` / `milvus
-search` on the same inputs. The tag defaults to what those commands write (Anserini, seismic, dense,
-milvus).
+`lucene search --impact` / `lucene search --bm25` / `seismic search` / `pisa search` / `bmp search` /
+`search_dense` / `milvus search` on the same inputs. The tag defaults to what those commands write
+(Anserini, seismic, pisa, bmp, dense, milvus).
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m lsr_pyserini.search", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", required=True,
-                        help="index folder (Lucene, Seismic, dense store or milvus-lite database), a Milvus server's "
+                        help="index folder (Lucene, Seismic, PISA, BMP, dense store or milvus-lite database), a Milvus server's "
                              "address (http://host:19530), or several Lucene impact indexes "
                              "separated by commas (sharded)")
     parser.add_argument("--engine", choices=available_engines(), help="engine (default: chosen from the index)")
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     queries.add_argument("--encoded", action="store_true",
                          help="the topics are already encoded: terms repeated by their impact (or boost)")
     parser.add_argument("--threads", type=positive_int, default=1,
-                        help="queries searched in parallel (Anserini's or Seismic's threads; default: 1)")
+                        help="queries searched in parallel (the engine's threads: Anserini's, Seismic's, PISA's, BMP's; default: 1)")
     parser.add_argument("--batch-size", type=positive_int, default=64,
                         help="queries encoded and searched per step (default: 64; dense encodes all at once)")
     parser.add_argument("--k1", type=non_negative_float, help="bm25: k1 (default: 0.9, or a bm25aug model's)")

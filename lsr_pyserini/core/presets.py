@@ -16,7 +16,7 @@ import yaml
 
 from .errors import InputError
 from .gguf import GGUF_PREFIX, assembled, sha256_of
-from .gguf import file_sha256  # noqa: F401  (stores/milvus.py hashes its shards with it)
+from .gguf import file_sha256  # noqa: F401  (engines/milvus/collection.py hashes its shards with it)
 
 PRESET_SUFFIX = ".yaml"
 PACKAGE_PREFIX = "python-package:"

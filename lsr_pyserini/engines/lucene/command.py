@@ -30,7 +30,7 @@ folder that is not an index) stops in one line before anything is written, and a
 that writes nothing or raises is a failure in one line, its scratch output removed.
 
 Sharded impact indexes (docs/scaling.md): `search --index A,B,C --impact --topics ENCODED.tsv ...`
-goes through the sharded engine (engines/sharded.py), not Pyserini's command: each shard index is
+goes through the sharded engine (engines/sharded/engine.py), not Pyserini's command: each shard index is
 searched for the top --hits and merged into exactly the run one index over all the documents
 writes (same docids, scores, ranks, tie order and query order); of Pyserini's flags it takes
 --hits, --threads, --batch-size, --min-idf and --output-format trec, and refuses others; `merge-runs --runs R1,R2,... --output R --hits K`

@@ -2,7 +2,7 @@
 `[milvus]` extra; `python -m lsr_pyserini.milvus index`). `index` is the collection's URI (a
 milvus-lite database path or `http://host:19530`), `collection` its name. Exact by default (metric
 IP on the raw impacts, `drop_ratio_search` 0): Lucene's impact scores and top k, ties by docid
-(stores/milvus.py). Explanations and document text come from the shards it was loaded from (its
+(collection.py). Explanations and document text come from the shards it was loaded from (its
 manifest's `input`) when they are on this machine (`FromInputShards`)."""
 from __future__ import annotations
 

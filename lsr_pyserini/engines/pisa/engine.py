@@ -1,6 +1,6 @@
 """The `pisa` engine: impact search in a PISA index of the `encode corpus` shards (the `[pisa]`
 extra; `python -m lsr_pyserini.pisa index`). Exact by default (MaxScore): the Lucene impact
-scores and top k, ties by docid (stores/pisa.py). Explanations and document text come from the
+scores and top k, ties by docid (index.py). Explanations and document text come from the
 shards the index was built from (its manifest's `input`), whose impacts are the ones PISA scores."""
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The `seismic` engine: impact search in a Seismic index of the `encode corpus` shards (the
 `[seismic]` extra; `python -m lsr_pyserini.seismic index`). Exact by default (every posting kept,
 whole query, heap factor 1.0): the Lucene impact scores and top k, ties by docid
-(stores/seismic.py). Explanations and document text come from the shards the index was built from
+(index.py). Explanations and document text come from the shards the index was built from
 (its manifest's `input`), whose impacts are the ones Seismic scores."""
 from __future__ import annotations
 
