@@ -198,3 +198,12 @@ def test_library_code_logs_and_never_prints():
             if isinstance(node, ast.ImportFrom) and any(alias.name == "warn" for alias in node.names):
                 found.append(f"{path.relative_to(REPO)}:{node.lineno} imports warn from {node.module}")
     assert not found, "\n".join(found)
+
+
+def test_every_folder_of_modules_is_a_package_the_wheel_ships():
+    """setup.cfg's `packages = find:` ships only folders with an __init__.py: a folder of modules
+    without one works from the checkout (editable install) and is missing from the wheel."""
+    missing = sorted(str(folder.relative_to(REPO)) for folder in PACKAGE.rglob("*")
+                     if folder.is_dir() and folder.name != "__pycache__" and any(folder.glob("*.py"))
+                     and not (folder / "__init__.py").is_file())
+    assert not missing, f"folders of modules without __init__.py (left out of the wheel): {missing}"
