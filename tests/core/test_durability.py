@@ -175,15 +175,15 @@ def test_expand_store_of_its_own_kind_is_refused_without_overwrite(tmp_path):
 def test_no_removal_outside_the_one_helper():
     """Every rmtree/unlink/rename/replace of the package is in core/outputs.py, but these."""
     allowed = {
-        ("demo.py", "shutil.rmtree(work"),  # the temporary folder it made with mkdtemp
-        ("regress.py", "shutil.rmtree(work"),  # likewise
+        ("commands/demo.py", "shutil.rmtree(work"),  # the temporary folder it made with mkdtemp
+        ("commands/regress/command.py", "shutil.rmtree(work"),  # likewise
         ("train/loop.py", "checkpoint.unlink("),  # its own checkpoint, once the model is saved
         ("core/writer.py", "path.unlink()"),  # a shard its manifest recorded, found damaged
-        ("lucene.py", "temporary.unlink("),  # its own hidden temporary run file
-        ("lucene.py", "record.unlink("),  # its own INDEX.lsr.json, stale once the index is rebuilt
-        ("stores/pisa.py", "(building / scratch).unlink()"),  # PISA's uncompressed copy in its building folder
-        ("bench.py", "shutil.rmtree("),  # its own scratch: a prefix or an index its record says is unfinished
-        ("bench.py", ".rename("),  # a prefix or BMP index it built aside, renamed into --work when complete
+        ("engines/lucene/command.py", "temporary.unlink("),  # its own hidden temporary run file
+        ("engines/lucene/command.py", "record.unlink("),  # its own INDEX.lsr.json, stale once the index is rebuilt
+        ("engines/pisa/index.py", "(building / scratch).unlink()"),  # PISA's uncompressed copy in its building folder
+        ("commands/bench/measure.py", "shutil.rmtree("),  # its own scratch: a prefix or an index its record says is unfinished
+        ("commands/bench/measure.py", ".rename("),  # a prefix it built aside, renamed into --work when complete
         ("core/evaluation.py", "os.remove(run_path)"),  # its own temporary run file (mkstemp) for trec_eval
         ("core/gguf.py", "(partial, target)"),  # its own cache entry, written aside, renamed in when checked
         ("core/gguf.py", "partial.unlink("),  # that entry, when assembling it failed
