@@ -89,6 +89,9 @@ CASES = [
  ("SSR's one score drops the [CLS] term", "lsr_pyserini/models/ssr/sae.py",
   "return tokens + weight * query_cls @ doc_cls.T, tokens", "return tokens + 0 * weight * query_cls @ doc_cls.T, tokens",
   ["tests/models/test_ssr.py", "-k", "scores_equal_a_direct"]),
+ ("SparseEmbed reads a checkpoint's query_top_k back as the default", "lsr_pyserini/models/sparseembed/encoder.py",
+  '"queries": int(config["query_top_k"])}', '"queries": int(SCHEMA["query_top_k"].default)}',
+  ["tests/models/test_checkpoint_settings.py", "-k", "sparseembed"]),
 ]
 
 

@@ -135,8 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     queries.add_argument("--input", required=True, help="queries: qid<TAB>text TSV or ir_datasets id")
     queries.add_argument("--output", required=True, help="query TSV for pyserini.search.lucene --bm25 --pretokenized")
     queries.add_argument("--overwrite", action="store_true", help="replace an existing query file (default: refuse)")
-    queries.add_argument("--boost-scale", type=positive_float, default=100,
-                         help="integer boost = round(weight x scale); weights under 0.5/scale are dropped (default: 100)")
+    queries.add_argument("--boost-scale", type=positive_float,
+                         help="integer boost = round(weight x scale); weights under 0.5/scale are dropped (default: "
+                              "the checkpoint's query_impact_scale, else its impact_scale, else 100)")
     queries.add_argument("--max-boost", type=positive_int, default=10_000,
                          help="refuse a term boost above this (the TSV repeats a term boost times; default: 10000)")
     queries.add_argument("--max-terms", type=positive_int, default=LUCENE_MAX_CLAUSES,
@@ -144,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
                               f"(Lucene's clause limit; default: {LUCENE_MAX_CLAUSES})")
     queries.add_argument("--no-augmentation", action="store_true", help="ablation: a(q) = 0 (re-weighting only)")
     queries.add_argument("--no-weighting", action="store_true", help="ablation: w(q) = 1 (augmentation only)")
-    queries.add_argument("--batch-size", type=positive_int, default=32, help="queries per forward pass (default: 32)")
+    queries.add_argument("--batch-size", type=positive_int,
+                         help="queries per forward pass (default: the checkpoint's batch_size, else 32)")
     queries.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     add_device_args(queries, "query model")
     queries.add_argument("--quiet", action="store_true", help=QUIET_HELP)

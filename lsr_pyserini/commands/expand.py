@@ -16,6 +16,7 @@ import json
 import sys
 
 from ..core.cli import QUIET_HELP, progress_bar, quiet_libraries, run_main
+from ..core.declarations import UNSET
 from ..core.devices import activate, add_device_args
 from ..core.errors import InputError
 from ..core.length_order import encode_in_length_order
@@ -37,8 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", help="also write the TILDE store (token likelihoods) for re-ranking here")
     parser.add_argument("--top-m", type=positive_int, default=200,
                         help="predictions considered per passage before filtering (TILDEv2 paper: 128, 150, 200; default 200)")
-    TILDE["doc_max_length"].add_to(parser, "--max-length", help="passage tokens read by TILDE",
-                                   default=TILDE["doc_max_length"].default)
+    TILDE["doc_max_length"].add_to(parser, "--max-length", help="passage tokens read by TILDE", default=UNSET,
+                                   default_text=f"a `train tilde` checkpoint's, else {TILDE['doc_max_length'].default}")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="passages per forward pass (default: 32)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing expanded corpus / TILDE store (default: refuse to touch them)")
@@ -66,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
     if store:
         store.write([d.id for d in docs], [loglik for _, loglik in outputs],
                     [tilde.scored_terms(d.text) for d in docs],
-                    {"model": args.model, "vocab_size": tilde.vocab_size, "doc_max_length": args.max_length,
+                    {"model": args.model, "vocab_size": tilde.vocab_size,
+                     "doc_max_length": tilde.max_length["documents"],
                      "passage_terms": PASSAGE_TERMS})
         print(f"wrote the TILDE store of {check.count} passages into {args.store}", file=sys.stderr)
     if output:

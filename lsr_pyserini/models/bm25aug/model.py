@@ -207,20 +207,35 @@ def recorded_settings(path) -> dict:
     return SCHEMA.checked(given, f"checkpoint {path}")
 
 
+def recorded_query_settings(path) -> dict:
+    """The boost scale (query_impact_scale, else impact_scale) and batch size a bm25aug checkpoint's
+    config records, else the family's defaults."""
+    marker = read_family(path) if Path(path).is_dir() else {}
+    config = marker.get("config") if isinstance(marker.get("config"), dict) else {}
+    names = ("impact_scale", "query_impact_scale", "batch_size")
+    settings = SCHEMA.complete({k: v for k, v in config.items() if k in names}, f"checkpoint {path}")
+    return {"boost_scale": settings["query_impact_scale"] or settings["impact_scale"],
+            "batch_size": settings["batch_size"]}
+
+
 class AugmentedQueries:
     """Augmented, re-weighted BM25 queries for one WordPiece index: the `qid<TAB>tokens` lines
     `bm25aug queries` writes (each token repeated round(boost x boost_scale) times), which
     Pyserini's BM25 with whitespace analysis scores as the model's formula."""
 
-    def __init__(self, model: str, index: str, boost_scale: float = 100, max_boost: int = 10_000,
+    def __init__(self, model: str, index: str, boost_scale: float | None = None, max_boost: int = 10_000,
                  max_terms: int = LUCENE_MAX_CLAUSES, augment: bool | None = None, weighting: bool | None = None,
-                 batch_size: int = 32):
-        boost_scale = checked("boost_scale", boost_scale, positive_float)
-        max_boost = checked("max_boost", max_boost, positive_int)
-        max_terms = checked("max_terms", max_terms, positive_int)
-        batch_size = checked("batch_size", batch_size, positive_int)
+                 batch_size: int | None = None):
+        """`boost_scale` and `batch_size` not given: the checkpoint's (its query_impact_scale, else
+        impact_scale; its batch_size), else the family's defaults (100, 32)."""
         self.reference = model
         self.path = model_path(model)
+        saved = recorded_query_settings(self.path)
+        boost_scale = checked("boost_scale", saved["boost_scale"] if boost_scale is None else boost_scale,
+                              positive_float)
+        max_boost = checked("max_boost", max_boost, positive_int)
+        max_terms = checked("max_terms", max_terms, positive_int)
+        batch_size = checked("batch_size", saved["batch_size"] if batch_size is None else batch_size, positive_int)
         self.model = QueryAugmenter.load(self.path, augment=augment, weighting=weighting).eval()
         self.record = check_index_tokenizer(index, self.model.tokenizer, model)
         trained = "scoring" in recorded_settings(self.path)  # an untrained body serves either index

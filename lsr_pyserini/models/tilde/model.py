@@ -14,11 +14,12 @@ alpha * QL + (1 - alpha) * DL.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import torch
 
 from ...core.devices import current
-from ...core.hf import load_masked_lm, load_tokenizer
+from ...core.hf import load_masked_lm, load_tokenizer, read_family
 from ...core.presets import model_path
 from .config import SCHEMA
 
@@ -43,15 +44,25 @@ def query_likelihoods(counts: torch.Tensor, log_likelihoods: torch.Tensor) -> to
     return counts @ log_likelihoods.T
 
 
+def recorded_lengths(path: str) -> dict:
+    """The lengths a TILDE checkpoint trained here records ({} for any other folder or reference)."""
+    marker = read_family(path) if Path(path).is_dir() else {}
+    config = marker.get("config") if marker.get("family") == "tilde" and isinstance(marker.get("config"), dict) else {}
+    return SCHEMA.checked({k: v for k, v in config.items() if k in ("doc_max_length", "query_max_length")},
+                          f"checkpoint {path}")
+
+
 class TildeModel:
     """A TILDE checkpoint with its tokenizer; inference only (training lives in models/tilde/training.py)."""
 
     def __init__(self, model: str, doc_max_length: int | None = None, query_max_length: int | None = None):
-        """The lengths not given take the family's defaults (config.py)."""
-        lengths = SCHEMA.complete({"doc_max_length": doc_max_length, "query_max_length": query_max_length},
-                                  "tilde model")
-        doc_max_length, query_max_length = lengths["doc_max_length"], lengths["query_max_length"]
+        """The lengths not given take the checkpoint's (those `train tilde` recorded in its
+        lsr_family.json), else the family's defaults (config.py)."""
         self.path = model_path(model)  # a preset name (e.g. splade-tiny: TILDE untrained) or a checkpoint
+        lengths = {**SCHEMA.defaults(), **recorded_lengths(self.path),
+                   **SCHEMA.checked({"doc_max_length": doc_max_length, "query_max_length": query_max_length},
+                                    "tilde model")}
+        doc_max_length, query_max_length = lengths["doc_max_length"], lengths["query_max_length"]
         self.tokenizer = load_tokenizer(self.path)
         self.placement = current()  # the device and dtype the model runs on (core/devices.py)
         self.model = load_masked_lm(self.path, family="tilde")
