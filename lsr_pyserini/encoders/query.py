@@ -120,11 +120,13 @@ class AugmentedBm25Queries:
     def __init__(self, settings: dict, index: str, given: dict):
         """`settings`: the checkpoint's resolved settings; `given`: those of them the caller set
         (Searcher's `encoder_options`, declared settings of the bm25aug family), which override the
-        checkpoint's: `augment`, `weighting`, `batch_size`, and `query_impact_scale` (else
-        `impact_scale`) as the boost scale (each token repeated round(boost x scale) times)."""
+        checkpoint's: `augment`, `weighting`, `batch_size`, `scoring` (refused when not the
+        index's), `k1` and `b` (the BM25 searched with), `query_max_length`, and
+        `query_impact_scale` (else `impact_scale`) as the boost scale (each token repeated
+        round(boost x scale) times)."""
         from ..models.bm25aug.model import AugmentedQueries
 
-        options = {name: given[name] for name in ("augment", "weighting", "batch_size") if given.get(name) is not None}
+        options = {name: given[name] for name in ("augment", "weighting", "batch_size", "scoring", "k1", "b", "query_max_length") if given.get(name) is not None}
         if given.get("query_impact_scale") is not None or given.get("impact_scale") is not None:
             options["boost_scale"] = settings["query_impact_scale"] or settings["impact_scale"]
         self.augmented = AugmentedQueries(settings["model"], index, **options)

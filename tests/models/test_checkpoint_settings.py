@@ -151,14 +151,18 @@ def unweighted(case, _):
 
 
 def bm25_of_training(case, _):
-    """Searches take the k1 and b the model was trained with (Searcher's engine options)."""
+    """Searches take the k1 and b the model was trained with (Searcher's engine options), unless
+    the caller gives theirs (Searcher's `encoder_options`)."""
     assert case.augmented().bm25 == (case.settings["k1"], case.settings["b"])
+    assert case.augmented(k1=0.9, b=0.3).bm25 == (0.9, 0.3)
 
 
 def scoring_of_training(case, scoring):
     case.augmented()  # the fake index is a `bow` one
     with pytest.raises(InputError, match="trained for 'bow' scoring"):
         case.augmented(index_scoring="bm25")
+    with pytest.raises(InputError, match="scoring='bm25' was given but .* 'bow' index"):
+        case.augmented(scoring="bm25")  # the caller's scoring is checked against the index too
 
 
 def tilde_lengths(side):

@@ -225,9 +225,12 @@ class AugmentedQueries:
 
     def __init__(self, model: str, index: str, boost_scale: float | None = None, max_boost: int = 10_000,
                  max_terms: int = LUCENE_MAX_CLAUSES, augment: bool | None = None, weighting: bool | None = None,
-                 batch_size: int | None = None):
+                 batch_size: int | None = None, **settings):
         """`boost_scale` and `batch_size` not given: the checkpoint's (its query_impact_scale, else
-        impact_scale; its batch_size), else the family's defaults (100, 32)."""
+        impact_scale; its batch_size), else the family's defaults (100, 32). `settings`: other
+        declared settings the caller gives (`scoring`, `k1`, `b`, `query_max_length`), which
+        override the checkpoint's as `augment` and `weighting` do: a `scoring` that is not the
+        index's is refused, and `k1`, `b` are the BM25 the queries are searched with."""
         self.reference = model
         self.path = model_path(model)
         saved = recorded_query_settings(self.path)
@@ -236,12 +239,17 @@ class AugmentedQueries:
         max_boost = checked("max_boost", max_boost, positive_int)
         max_terms = checked("max_terms", max_terms, positive_int)
         batch_size = checked("batch_size", saved["batch_size"] if batch_size is None else batch_size, positive_int)
-        self.model = QueryAugmenter.load(self.path, augment=augment, weighting=weighting).eval()
+        unknown = sorted(set(settings) - {"scoring", "k1", "b", "query_max_length"})
+        if unknown:
+            raise InputError(f"{model}: bm25aug queries take no setting {unknown[0]!r}")
+        self.model = QueryAugmenter.load(self.path, augment=augment, weighting=weighting, **settings).eval()
         self.record = check_index_tokenizer(index, self.model.tokenizer, model)
-        trained = "scoring" in recorded_settings(self.path)  # an untrained body serves either index
+        # an untrained body serves either index, unless the caller names a scoring
+        trained = "scoring" in recorded_settings(self.path) or settings.get("scoring") is not None
         if trained and self.model.scoring != self.record.get("scoring"):
-            raise InputError(f"{model} was trained for {self.model.scoring!r} scoring but {index} is a "
-                             f"{self.record.get('scoring')!r} index")
+            said = (f"scoring={self.model.scoring!r} was given" if settings.get("scoring") is not None
+                    else f"{model} was trained for {self.model.scoring!r} scoring")
+            raise InputError(f"{said} but {index} is a {self.record.get('scoring')!r} index")
         self.boost_scale, self.max_boost, self.max_terms = boost_scale, max_boost, max_terms
         self.batch_size = batch_size
         self.encoder = BM25AugEncoder(self.model, min_weight=0.5 / boost_scale)  # lighter weights round to 0
