@@ -10,7 +10,7 @@ re-rankers and fusion as steps of PyTerrier pipelines, compared with `pt.Experim
 
 The transformers live in `lsr_pyserini/integrations/pyterrier.py` (what each one reads and writes).
 """
-__all__ = ["DocEncoder", "QueryEncoder", "Retriever", "Reranker", "Fusion", "doc_encoder", "query_encoder"]
+__all__ = ["DocEncoder", "QueryEncoder", "Indexer", "Retriever", "Reranker", "Fusion", "doc_encoder", "query_encoder"]
 
 
 def __getattr__(name: str):
