@@ -89,6 +89,10 @@ CASES = [
  ("SSR's one score drops the [CLS] term", "lsr_pyserini/models/ssr/sae.py",
   "return tokens + weight * query_cls @ doc_cls.T, tokens", "return tokens + 0 * weight * query_cls @ doc_cls.T, tokens",
   ["tests/models/test_ssr.py", "-k", "scores_equal_a_direct"]),
+ ("an API entry point stops refusing a bad argument (k=\"10\" taken as 10)", "lsr_pyserini/core/arguments.py",
+  "    if isinstance(value, (str, bytes)):\n        raise InputError(f\"{name}: expected {kind.description}",
+  "    if False:\n        raise InputError(f\"{name}: expected {kind.description}",
+  ["tests/api/test_refusals.py"]),
 ]
 
 
