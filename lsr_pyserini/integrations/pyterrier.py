@@ -17,6 +17,9 @@ re-rankers and fusion as steps of PyTerrier pipelines, compared with `pt.Experim
   `query_toks` ({term: integer impact}, what `encode queries` writes) to a frame of queries: the
   column names pyterrier-splade uses, so pyterrier-pisa's and Terrier's pretokenised indexers and
   retrievers take them as they are (their scale: 1, the impacts being integers already).
+- `Indexer(index, encoder="splade-tiny", engine="lucene", **build_options).index(documents)`: a
+  frame of documents (`docno`, `text`) to an index of any engine with an index command, encoded
+  as `encode corpus` encodes and built by the engine's own declared `index_command`.
 - `Retriever(index, encoder=None, engine=None, k=1000, **searcher_options)`: any engine of
   `lsr_pyserini.Searcher` (the same arguments); topics (`qid`, `query`) in, `qid, query, docno,
   score, rank` out, the frame's queries searched in one `batch_search`. A frame with `query_toks`
@@ -27,7 +30,8 @@ re-rankers and fusion as steps of PyTerrier pipelines, compared with `pt.Experim
 - `Fusion(a, b, weights=None, method="rrf")`: two pipelines' rankings of the same topics fused
   (`rrf`, `minmax` or `zscore`, as `python -m lsr_pyserini.fuse`).
 
-Every transformer refuses a frame that lacks a column it reads in one line naming the column and
+Every transformer refuses a wrong argument in one line naming it (core/arguments.py, as the
+commands refuse a flag), a frame that lacks a column it reads in one line naming the column and
 itself, and returns an empty frame with its output columns for an empty frame.
 """
 from __future__ import annotations
