@@ -25,7 +25,10 @@ from .core.devices import placed
 from .core.errors import InputError, NotFound
 from .core.hits import Hit, Run
 from .core.indexes import is_remote
-from .core.options import checked, positive_int, probability
+from .core.arguments import (choice_arg, flag_arg, index_arg, name_arg, number_arg, options_arg, path_arg,
+                             qids_arg, texts_arg)
+from .core.fusion import METHODS as FUSIONS
+from .core.options import checked, non_negative_float, positive_int, probability
 from .encoders import build_encoder
 from .models.base import SparseEncoder
 from .encoders.query import (DEFAULT_ENCODER, AugmentedBm25Queries, EncodedQueries, QueryEncoder,
@@ -45,8 +48,20 @@ def load_encoder(name_or_path: str = DEFAULT_ENCODER, device: str | None = None,
     `settings` override the preset's (e.g. `model=`, `doc_max_length=`, `pooling=`). `device`
     (auto|cpu|cuda|cuda:N|mps) and `dtype` (auto|float32|float16|bfloat16) as the `--device` and
     `--dtype` flags (docs/devices.md); None = auto (CPU float32 without CUDA: today's output)."""
-    with placed(device, dtype):
+    name_or_path = name_arg("name_or_path", name_or_path)
+    with placed(*placement_args(device, dtype)):
         return build_encoder(encoder_settings(name_or_path, **settings))
+
+
+def placement_args(device, dtype) -> tuple[str | None, str | None]:
+    """`device` and `dtype` checked as the `--device` and `--dtype` flags are (None: auto)."""
+    from .core.devices import DTYPES, device_name
+
+    if device is not None:
+        if not isinstance(device, str):
+            raise InputError(f"device: expected one of auto, cpu, cuda, cuda:N, mps, got {device!r}")
+        device = checked("device", device, device_name)
+    return device, choice_arg("dtype", dtype, DTYPES, optional=True)
 
 
 def choose_engine(index, encoder_family: str | None) -> str:
@@ -54,6 +69,8 @@ def choose_engine(index, encoder_family: str | None) -> str:
     declared order, that recognises it (engines/base.py: `sharded` for several indexes, `milvus` for
     a database or an address, `seismic`, `pisa`, `bmp` and `dense` for their folders, then a Lucene
     index: `lucene` when impact, `bm25` when BM25, and by the encoder's family when unrecorded)."""
+    index = index_arg(index)
+    encoder_family = name_arg("encoder_family", encoder_family, optional=True)
     name = recognising_engine(index, encoder_family)
     if name is not None:
         return name
@@ -92,12 +109,25 @@ class Searcher:
                  bm25: tuple[float, float] | None = None, encoder_options: dict | None = None,
                  engine: str | None = None, engine_options: dict | None = None,
                  device: str | None = None, dtype: str | None = None, encoded: bool = False):
-        self._place, self._placement = (device, dtype), None
+        index = index_arg(index)
+        encoder, reranker = name_arg("encoder", encoder, optional=True), name_arg("reranker", reranker, optional=True)
+        store = path_arg("store", store, optional=True)
+        fusion = choice_arg("fusion", fusion, FUSIONS)
+        engine = name_arg("engine", engine, optional=True)
+        encoded = flag_arg("encoded", encoded)
+        reranker_options, encoder_options = (options_arg("reranker_options", reranker_options),
+                                             options_arg("encoder_options", encoder_options))
+        engine_options = options_arg("engine_options", engine_options)
+        if bm25 is not None:
+            if not isinstance(bm25, (tuple, list)) or len(bm25) != 2:
+                raise InputError(f"bm25: expected (k1, b), got {bm25!r}")
+            bm25 = (number_arg("bm25 k1", bm25[0], non_negative_float), number_arg("bm25 b", bm25[1], probability))
+        self._place, self._placement = placement_args(device, dtype), None
         # encoded queries and no re-ranker: no model to place, and resolving `auto` would import torch (2 s)
         self._models = not (encoded and reranker is None)
         with placed(self.placement) if self._models else contextlib.nullcontext():
             self._open(index, encoder, reranker, store, interpolate, fusion, candidates, reranker_options, bm25,
-                       dict(encoder_options or {}), engine, dict(engine_options or {}), encoded)
+                       encoder_options, engine, engine_options, encoded)
 
     @property
     def placement(self):
@@ -113,8 +143,8 @@ class Searcher:
     def _open(self, index, encoder, reranker, store, interpolate, fusion, candidates, reranker_options, bm25,
               encoder_options, engine, engine_options, encoded):
         if interpolate is not None:
-            interpolate = checked("interpolate", interpolate, probability)
-        candidates = checked("candidates", candidates, positive_int)
+            interpolate = number_arg("interpolate", interpolate, probability)
+        candidates = number_arg("candidates", candidates, positive_int)
         if bm25 is not None:
             from .kernels.wordpiece_bm25 import bm25_check
 
@@ -192,21 +222,26 @@ class Searcher:
         if unknown:
             raise InputError(f"reranker {reranker!r} has no option {unknown[0]!r}")
         if options.get("batch_size") is not None:
-            options["batch_size"] = checked("batch_size", options["batch_size"], positive_int)
+            options["batch_size"] = number_arg("batch_size", options["batch_size"], positive_int)
         return build_reranker(reranker, store, {**options, **own})
 
     def search(self, text: str, k: int = 10, explain: bool = False) -> list[Hit]:
+        if not isinstance(text, str):
+            raise InputError(f"text: expected a string, got {type(text).__name__} {text!r}")
         return self.batch_search([text], ["q"], k=k, explain=explain)["q"]
 
     def batch_search(self, texts: list[str], qids: list[str], k: int = 10, threads: int = 1,
                      explain: bool = False) -> dict[str, list[Hit]]:
         """{qid: hits} for each query; with a re-ranker, the top k of its re-scored candidates. With
         `explain`, each hit's `terms` are the terms that matched in the first stage."""
+        k, threads = number_arg("k", k, positive_int), number_arg("threads", threads, positive_int)
+        texts, qids = texts_arg("texts", texts), qids_arg("qids", qids)
         return self.search_encoded(texts, qids, self.encode_queries(texts, qids), k, threads, explain)
 
     def encode_queries(self, texts: list[str], qids: list[str]) -> list:
         """The engine's queries for these texts (the first half of `batch_search`; a service encodes
         the next batch while the engine searches this one)."""
+        texts, qids = texts_arg("texts", texts), qids_arg("qids", qids)
         if len(texts) != len(qids):
             raise InputError(f"{len(texts)} query texts for {len(qids)} query ids")
         if len(set(qids)) < len(qids):
@@ -218,7 +253,14 @@ class Searcher:
                        explain: bool = False) -> dict[str, list[Hit]]:
         """The second half of `batch_search`: the engine, the re-ranker and the explanations for
         queries `encode_queries` made of `texts`."""
-        k, threads = checked("k", k, positive_int), checked("threads", threads, positive_int)
+        k, threads = number_arg("k", k, positive_int), number_arg("threads", threads, positive_int)
+        explain = flag_arg("explain", explain)
+        texts, qids = texts_arg("texts", texts), qids_arg("qids", qids)
+        if isinstance(queries, (str, bytes)) or not isinstance(queries, (list, tuple)) or len(queries) != len(qids):
+            raise InputError(f"queries: expected a list of {len(qids)} queries (one per query id), got "
+                             f"{type(queries).__name__}{f' of {len(queries)}' if isinstance(queries, (list, tuple)) else ''}")
+        if len(texts) != len(qids):
+            raise InputError(f"{len(texts)} query texts for {len(qids)} query ids")
         depth = max(k, self.candidates) if self.reranker else k
         with self._placed():
             run = self.engine.search(qids, queries, depth, threads)
@@ -248,7 +290,7 @@ class Searcher:
         """The document's text, from the index's stored documents or the `encode corpus` shards it was
         built from (InputError naming what is missing where neither holds it; NotFound for an id
         the collection does not hold)."""
-        text = self.engine.doc(str(docid))
+        text = self.engine.doc(docid_arg(docid))
         if text is None:
             raise NotFound(f"{docid!r}: no such document in {self.index}")
         return text
@@ -256,13 +298,26 @@ class Searcher:
     def docs(self, docids: list[str]) -> list[str | None]:
         """Several documents' texts in one step, None for an id the collection does not hold (an
         InputError where neither the index nor its shards keep texts)."""
-        return self.engine.docs([str(docid) for docid in docids])
+        return self.engine.docs([docid_arg(docid) for docid in docids_arg(docids)])
 
     def doc_fields(self, docids: list[str]) -> list[dict | None]:
         """Several documents' `{"contents"[, "title"]}` in one step: `docs`' texts, with each one's
         title alone where the index's records keep it (shards and `--storeRaw` indexes written since
         titles were kept); None for an id the collection does not hold."""
-        return self.engine.doc_fields([str(docid) for docid in docids])
+        return self.engine.doc_fields([docid_arg(docid) for docid in docids_arg(docids)])
 
     def close(self) -> None:
         self.engine.close()
+
+
+def docid_arg(docid) -> str:
+    """A document id: a string or an integer (as str)."""
+    if isinstance(docid, bool) or not isinstance(docid, (str, int)):
+        raise InputError(f"docid: expected a string or an integer, got {type(docid).__name__} {docid!r}")
+    return str(docid)
+
+
+def docids_arg(docids) -> list:
+    if isinstance(docids, (str, bytes)) or not isinstance(docids, (list, tuple)):
+        raise InputError(f"docids: expected a list of document ids, got {type(docids).__name__} {docids!r}")
+    return list(docids)

@@ -7,10 +7,11 @@ re-rankers and fusion as steps of PyTerrier pipelines, compared with `pt.Experim
     bm25 = lsr.Retriever("indexes/scifact-bm25")
     splade = lsr.Retriever("indexes/scifact-splade-tiny", encoder="splade-tiny")
     pt.Experiment([bm25, splade], topics, qrels, eval_metrics=["nDCG@10", "R@100"])
+    path = lsr.Indexer("indexes/mine", encoder="splade-tiny", engine="pisa").index(documents)
 
 The transformers live in `lsr_pyserini/integrations/pyterrier.py` (what each one reads and writes).
 """
-__all__ = ["DocEncoder", "QueryEncoder", "Retriever", "Reranker", "Fusion", "doc_encoder", "query_encoder"]
+__all__ = ["DocEncoder", "QueryEncoder", "Indexer", "Retriever", "Reranker", "Fusion", "doc_encoder", "query_encoder"]
 
 
 def __getattr__(name: str):

@@ -92,6 +92,10 @@ CASES = [
  ("SparseEmbed reads a checkpoint's query_top_k back as the default", "lsr_pyserini/models/sparseembed/encoder.py",
   '"queries": int(config["query_top_k"])}', '"queries": int(SCHEMA["query_top_k"].default)}',
   ["tests/models/test_checkpoint_settings.py", "-k", "sparseembed"]),
+ ("an API entry point stops refusing a bad argument (k=\"10\" taken as 10)", "lsr_pyserini/core/arguments.py",
+  "    if isinstance(value, (str, bytes)):\n        raise InputError(f\"{name}: expected {kind.description}",
+  "    if False:\n        raise InputError(f\"{name}: expected {kind.description}",
+  ["tests/api/test_refusals.py"]),
 ]
 
 

@@ -18,7 +18,7 @@ from ..core.fusion import METHODS, RRF_K, common_queries, fuse
 from ..core.options import finite_float, positive_float, positive_int
 from ..core.outputs import TREC_RUN, claim_output
 from ..core.readers import InputError, read_run
-from ..core.writer import run_lines
+from ..core.writer import OUTPUT_FORMAT_HELP, OUTPUT_FORMATS, run_lines
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hits", type=positive_int, default=1000, help="documents kept per query (default: 1000)")
     parser.add_argument("--output", required=True, help="fused TREC run to write")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing run file (default: refuse)")
+    parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default="trec", help=OUTPUT_FORMAT_HELP)
     parser.add_argument("--tag", default=None, help="run tag in the last column (default: fused-METHOD)")
     return parser
 
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
         warn(f"{partial} of {len(queries)} queries are missing from some runs; "
              f"they are fused from the runs that have them")
     fused = fuse(runs, args.weight, method=args.method, rrf_k=args.rrf_k, depth=args.hits, names=args.run)
-    output.write_lines(run_lines(fused, args.tag or f"fused-{args.method}"))
+    output.write_lines(run_lines(fused, args.tag or f"fused-{args.method}", args.output_format))
     print(f"fused {len(args.run)} runs ({args.method}) into {args.output}: {len(fused)} queries", file=sys.stderr)
 
 

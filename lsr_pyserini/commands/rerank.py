@@ -23,7 +23,7 @@ from ..core.fusion import NORMALISATIONS
 from ..core.options import positive_int, probability
 from ..core.outputs import TREC_RUN, claim_output
 from ..core.readers import read_queries, read_run
-from ..core.writer import run_lines
+from ..core.writer import OUTPUT_FORMAT_HELP, OUTPUT_FORMATS, run_lines
 from ..rerankers import (
     add_reranker_options,
     available_rerankers,
@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fusion", choices=NORMALISATIONS, default="minmax",
                         help="per-query normalisation for --interpolate (default: minmax)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="queries per forward pass (default: 32)")
+    parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default="trec", help=OUTPUT_FORMAT_HELP)
     parser.add_argument("--tag", help="run tag (default: the reranker's name, +fused with --interpolate)")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     add_device_args(parser, "query encoder")
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     reranked = rerank(reranker, first_stage, texts, args.interpolate, args.fusion)
     elapsed = time.perf_counter() - started
     tag = args.tag or (args.reranker if args.interpolate is None else f"{args.reranker}+fused")
-    output.write_lines(run_lines(reranked, tag))
+    output.write_lines(run_lines(reranked, tag, args.output_format))
     candidates = sum(len(r) for r in first_stage.values())
     print(f"re-ranked {candidates} candidates of {len(first_stage)} queries with {args.reranker} in {elapsed:.1f}s "
           f"({1000 * elapsed / len(first_stage):.1f} ms per query) into {args.output}", file=sys.stderr)

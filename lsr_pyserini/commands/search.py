@@ -2,6 +2,12 @@
 
     python -m lsr_pyserini.search --index PATH[,PATH...] --topics QUERIES.tsv --output RUN [--hits K]
         [--engine lucene|bm25|sharded|seismic|pisa|bmp|dense|milvus] [--encoder NAME | --encoded] [--threads N]
+        [--output-format trec|msmarco]
+
+As Pyserini's search: `--output-format msmarco` writes `qid<TAB>docid<TAB>rank` lines instead of
+TREC's (so do `rerank` and `fuse`), and `--topics` may name one of Pyserini's topic sets
+(`msmarco-passage-dev-subset`, `beir-v1.0.0-scifact-test`, ...) instead of a file: Pyserini's
+`get_topics` reads it, from its cache or downloaded once (offline with no cached copy: one line).
 
 The topics are raw query texts (`qid<TAB>text`), encoded on the fly with `--encoder` (impact
 engines) or by the dense store's own encoder (`dense`), searched as they are by `bm25`; or, with
@@ -30,7 +36,7 @@ from ..core.errors import InputError
 from ..core.hits import Run
 from ..core.options import engine_option, non_negative_float, positive_int
 from ..core.outputs import TREC_RUN, claim_output
-from ..core.writer import run_lines
+from ..core.writer import OUTPUT_FORMAT_HELP, OUTPUT_FORMATS, run_lines
 from ..core.topics import IMPACTS, TEXT, check_topics
 from ..engines import VECTOR, available_engines
 
@@ -44,8 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "address (http://host:19530), or several Lucene impact indexes "
                              "separated by commas (sharded)")
     parser.add_argument("--engine", choices=available_engines(), help="engine (default: chosen from the index)")
-    parser.add_argument("--topics", required=True, help="qid<TAB>text TSV (with --encoded: the TSV of `encode queries`)")
-    parser.add_argument("--output", required=True, help="TREC run to write (atomically)")
+    parser.add_argument("--topics", required=True, help="qid<TAB>text TSV (with --encoded: the TSV of `encode queries`), or a Pyserini "
+                             "topics name (e.g. msmarco-passage-dev-subset)")
+    parser.add_argument("--output", required=True, help="run to write (atomically): TREC, or MS MARCO with --output-format msmarco")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing run file (default: refuse)")
     parser.add_argument("--hits", type=positive_int, default=1000, help="documents per query (default: 1000)")
     queries = parser.add_mutually_exclusive_group()
@@ -62,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--engine-option", type=engine_option, action="append", default=[], metavar="KEY=VALUE",
                         help="an engine's own option, e.g. query_cut=10 or heap_factor=1.2 (seismic), min_idf=0 "
                              "(lucene, sharded); repeatable")
+    parser.add_argument("--output-format", choices=OUTPUT_FORMATS, default="trec", help=OUTPUT_FORMAT_HELP)
     parser.add_argument("--tag", help="run tag (default: Anserini; seismic and dense for those engines)")
     parser.add_argument("--unrecorded-topics", action="store_true",
                         help="with --encoded: search a topics file that `encode queries` did not record and that "
@@ -130,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
             run.update(search(qids[start:start + step], queries[start:start + step], args.hits))
             progress.update(len(qids[start:start + step]))
     elapsed = time.perf_counter() - started
-    output.write_lines(run_lines(run, tag))
+    output.write_lines(run_lines(run, tag, args.output_format))
     print(f"searched {len(qids)} queries with engine {name} in {elapsed:.2f}s "
           f"({1000 * elapsed / len(qids):.2f} ms/query, {args.threads} thread(s)) into {args.output}", file=sys.stderr)
 

@@ -164,7 +164,14 @@ def configure_environment() -> Path:
 
 
 def start_jvm(heap: str | None = None) -> None:
-    """Start the JVM with the Anserini jar (idempotent). Call before importing pyserini's Lucene parts."""
+    """Start the JVM with the Anserini jar (idempotent). Call before importing pyserini's Lucene parts.
+    `heap`: Java's -Xmx size (e.g. "4g"; default: LSR_PYSERINI_JAVA_HEAP, else Java's own)."""
+    for given, source in ((heap, "heap"), (os.environ.get("LSR_PYSERINI_JAVA_HEAP"), "LSR_PYSERINI_JAVA_HEAP")):
+        # checked first: with a size Java cannot read the boot fails with "SystemError: JVM failed to start: -6"
+        if given is not None and (not isinstance(given, str) or not re.fullmatch(r"[1-9][0-9]*[kKmMgGtT]?", given)):
+            from .errors import InputError
+
+            raise InputError(f"{source}: expected a Java heap size such as 512m or 4g, got {given!r}")
     home = configure_environment()
     import jnius_config
 

@@ -206,7 +206,8 @@ def _ir_datasets(source: str, kind: str):
     try:
         dataset = ir_datasets.load(source)
     except KeyError:
-        raise InputError(f"{source}: no such file, folder or ir_datasets id") from None
+        named = ", Pyserini topics name" if kind == "queries" else ""
+        raise InputError(f"{source}: no such file, folder{named} or ir_datasets id") from None
     has = getattr(dataset, f"has_{kind}")
     if not has():
         raise InputError(f"{source}: ir_datasets id has no {kind}")
@@ -253,6 +254,12 @@ def read_queries(source: str) -> Iterator[Query]:
             qid = checked_id(qid.strip(), where, "query id")
             check_unique(seen, qid, line_no, where, f"duplicate query id {qid!r}")
             yield Query(qid, text.strip())
+        return
+    from .named_topics import pyserini_queries  # Pyserini's topics names (msmarco-passage-dev-subset, ...)
+
+    named = pyserini_queries(source)
+    if named is not None:
+        yield from (Query(qid, text) for qid, text in named)
         return
     for position, query in enumerate(_ir_datasets(source, "queries").queries_iter(), start=1):
         where = f"{source}: query {position}"

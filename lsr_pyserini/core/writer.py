@@ -51,13 +51,24 @@ def query_line(qid: str, impacts: dict[str, int]) -> str:
     return f"{qid}\t{terms}\n"
 
 
-def run_lines(run: dict[str, list[tuple[str, float]]], tag: str) -> Iterator[str]:
-    """TREC run lines `qid Q0 docid rank score tag`, each query's list in the given order."""
+# what `--output-format` offers, as Pyserini's search: TREC `qid Q0 docid rank score tag`, or MS MARCO
+# `qid<TAB>docid<TAB>rank` (pyserini/output_writer.py's MsMarcoWriter: no score, no tag, rank from 1)
+OUTPUT_FORMATS = ("trec", "msmarco")
+OUTPUT_FORMAT_HELP = "run format: trec (qid Q0 docid rank score tag) or msmarco (qid<TAB>docid<TAB>rank, as " \
+                     "Pyserini's --output-format msmarco) (default: trec)"
+
+
+def run_lines(run: dict[str, list[tuple[str, float]]], tag: str, output_format: str = "trec") -> Iterator[str]:
+    """Run lines, each query's list in the given order: TREC `qid Q0 docid rank score tag`, or with
+    `output_format` "msmarco" `qid<TAB>docid<TAB>rank` (Pyserini's MS MARCO run)."""
+    if output_format not in OUTPUT_FORMATS:
+        raise InputError(f"output format {output_format!r}: expected one of {', '.join(OUTPUT_FORMATS)}")
     if not tag or any(ch.isspace() for ch in tag):
         raise InputError(f"run tag {tag!r} is empty or contains whitespace")
     for qid, ranking in run.items():
         for rank, (docid, score) in enumerate(ranking, start=1):
-            yield f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n"
+            yield f"{qid}\t{docid}\t{rank}\n" if output_format == "msmarco" else \
+                f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n"
 
 
 def manifest_path(out_dir: Path) -> Path:

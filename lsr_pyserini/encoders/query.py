@@ -30,7 +30,9 @@ def encoder_settings(name_or_path: str = DEFAULT_ENCODER, **overrides) -> dict:
     """The complete config of a preset name, a preset .yaml, or a checkpoint folder trained here,
     with `overrides` applied where not None, checked against the family's settings
     (`models/resolve.py`)."""
-    return resolve_settings(name_or_path, overrides)
+    from ..core.arguments import name_arg
+
+    return resolve_settings(name_arg("name_or_path", name_or_path), overrides)
 
 
 class QueryEncoder:

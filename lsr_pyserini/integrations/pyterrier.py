@@ -17,6 +17,9 @@ re-rankers and fusion as steps of PyTerrier pipelines, compared with `pt.Experim
   `query_toks` ({term: integer impact}, what `encode queries` writes) to a frame of queries: the
   column names pyterrier-splade uses, so pyterrier-pisa's and Terrier's pretokenised indexers and
   retrievers take them as they are (their scale: 1, the impacts being integers already).
+- `Indexer(index, encoder="splade-tiny", engine="lucene", **build_options).index(documents)`: a
+  frame of documents (`docno`, `text`) to an index of any engine with an index command, encoded
+  as `encode corpus` encodes and built by the engine's own declared `index_command`.
 - `Retriever(index, encoder=None, engine=None, k=1000, **searcher_options)`: any engine of
   `lsr_pyserini.Searcher` (the same arguments); topics (`qid`, `query`) in, `qid, query, docno,
   score, rank` out, the frame's queries searched in one `batch_search`. A frame with `query_toks`
@@ -27,14 +30,18 @@ re-rankers and fusion as steps of PyTerrier pipelines, compared with `pt.Experim
 - `Fusion(a, b, weights=None, method="rrf")`: two pipelines' rankings of the same topics fused
   (`rrf`, `minmax` or `zscore`, as `python -m lsr_pyserini.fuse`).
 
-Every transformer refuses a frame that lacks a column it reads in one line naming the column and
+Every transformer refuses a wrong argument in one line naming it (core/arguments.py, as the
+commands refuse a flag), a frame that lacks a column it reads in one line naming the column and
 itself, and returns an empty frame with its output columns for an empty frame.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Sequence
 
+from ..core.arguments import choice_arg, name_arg, number_arg, path_arg, sequence_of_numbers
 from ..core.errors import InputError
+from ..core.options import finite_float, positive_int, probability
 
 INSTALL = "pip install 'lsr-pyserini[pyterrier]'"
 
@@ -73,8 +80,8 @@ class DocEncoder(pt.Transformer):
         from ..encoders.query import encoder_settings
         from ..encoders.recipes import CorpusShards
 
-        self.encoder = encoder
-        self.text_fields = [text_field] if isinstance(text_field, str) else list(text_field)
+        self.encoder = encoder = name_arg("encoder", encoder)
+        self.text_fields = _text_fields(text_field)
         self.recipe = CorpusShards(encoder_settings(encoder, **settings))
 
     def transform(self, documents: pd.DataFrame) -> pd.DataFrame:
@@ -98,7 +105,7 @@ class QueryEncoder(pt.Transformer):
     def __init__(self, encoder: str, **settings):
         from ..encoders.query import QueryEncoder as Impacts
 
-        self.encoder = encoder
+        self.encoder = encoder = name_arg("encoder", encoder)
         self.impacts = Impacts(encoder, **settings)
 
     def transform(self, queries: pd.DataFrame) -> pd.DataFrame:
@@ -112,12 +119,120 @@ class QueryEncoder(pt.Transformer):
         return f"QueryEncoder({self.encoder!r})"
 
 
+def _text_fields(text_field) -> list[str]:
+    fields = [text_field] if isinstance(text_field, str) else text_field
+    if not isinstance(fields, (list, tuple)) or not fields or not all(isinstance(f, str) and f for f in fields):
+        raise InputError(f"text_field: expected a column name or a list of column names, got {text_field!r}")
+    return list(fields)
+
+
 def doc_encoder(encoder: str = "splade-tiny", text_field: str | Sequence[str] = "text", **settings) -> DocEncoder:
     return DocEncoder(encoder, text_field, **settings)
 
 
 def query_encoder(encoder: str = "splade-tiny", **settings) -> QueryEncoder:
     return QueryEncoder(encoder, **settings)
+
+
+class Indexer(pt.Indexer):
+    """Documents (`docno`, `text`, a DataFrame or dicts) -> an index of engine `engine` at `index`,
+    built as the commands build it: the texts encoded with `encoder` into `encode corpus` shards
+    (in this process, the same records and manifest), then the engine's own declared index command
+    (`lucene index --impact`, `pisa index`, `seismic index`, `bmp index`, ...; for `bm25`, `lucene
+    index` of the texts). The documents and shards stay beside it in INDEX.input (Searcher.doc reads
+    texts from them). `build_options`: the engine's build options (its `build_options`, e.g. pisa's
+    `block_size`); `overwrite`: replace an index already at `index`. `index()` returns its path,
+    for `Retriever(path, encoder=...)`."""
+
+    def __init__(self, index, encoder: str | None = "splade-tiny", engine: str = "lucene",
+                 text_field: str | Sequence[str] = "text", overwrite: bool = False, **build_options):
+        from ..core.arguments import flag_arg, options_arg
+        from ..engines import available_engines, engine_class
+
+        self.path = path_arg("index", index)
+        engine = choice_arg("engine", engine, available_engines())
+        buildable = [name for name in available_engines()
+                     if engine_class(name).index_command(Path("in"), Path("out"), {}) is not None]
+        if engine not in buildable:
+            raise InputError(f"Indexer: engine {engine!r} has no index command to build with (these do: "
+                             f"{', '.join(buildable)})")
+        self.engine, self.cls = engine, engine_class(engine)
+        self.text_fields, self.overwrite = _text_fields(text_field), flag_arg("overwrite", overwrite)
+        self.build_options = options_arg("build_options", build_options)
+        unknown = sorted(set(self.build_options) - set(self.cls.build_options))
+        if unknown:
+            raise InputError(f"Indexer: {unknown[0]!r} is not a build option of engine {engine!r} "
+                             f"(its options: {', '.join(self.cls.build_options) or 'none'})")
+        if self.cls.builds_from_text:
+            if encoder is not None:
+                raise InputError(f"Indexer: engine {engine!r} indexes the texts themselves; give encoder=None")
+            self.encoder, self.settings = None, None
+        else:
+            from ..encoders.query import encoder_settings
+
+            self.encoder = name_arg("encoder", encoder)
+            self.settings = encoder_settings(self.encoder)  # refused here, before any model loads
+
+    def index(self, documents) -> str:
+        import json
+        import shutil
+        import subprocess
+
+        frame = documents if isinstance(documents, pd.DataFrame) else pd.DataFrame(list(documents))
+        _require(frame, ["docno", *self.text_fields], "Indexer")
+        if not len(frame):
+            raise InputError("Indexer: no documents to index")
+        target, work = Path(self.path), Path(self.path + ".input")
+        if (target.exists() or work.exists()) and not self.overwrite:
+            raise InputError(f"{target}: already exists (give overwrite=True to replace it)")
+        for old in (target, work, work.with_name(work.name + ".manifest.json")):
+            if old.is_dir():
+                shutil.rmtree(old)
+            elif old.exists():
+                old.unlink()
+        (work / "text").mkdir(parents=True)
+        texts = (" ".join(str(row[f]) for f in self.text_fields if isinstance(row[f], str)).strip()
+                 for _, row in frame.iterrows())
+        with open(work / "text" / "docs.jsonl", "w", encoding="utf-8") as out:
+            for docno, text in zip(frame["docno"], texts):
+                out.write(json.dumps({"id": str(docno), "contents": text}, ensure_ascii=False) + "\n")
+        source = work / "text" if self.cls.builds_from_text else self._encode(work / "text" / "docs.jsonl",
+                                                                              work / "shards")
+        command = self.cls.index_command(source, target, self.build_options)
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if done.returncode != 0:
+            last = [line for line in done.stdout.splitlines() if line.strip()][-1:] or ["no output"]
+            raise InputError(f"Indexer: building the {self.engine} index {target} failed: {last[0][:300]}")
+        return str(target)
+
+    def _encode(self, corpus: Path, shards: Path) -> Path:
+        """`encode corpus --input CORPUS --output SHARDS --encoder ENCODER`, in this process."""
+        from .. import __version__
+        from ..core.cli import progress_bar
+        from ..core.devices import current
+        from ..core.readers import checked_corpus, input_identity, read_corpus
+        from ..core.writer import DEFAULT_SHARD_SIZE, ShardWriter, write_corpus_shards
+        from ..encoders.recipes import CorpusShards
+
+        recipe = CorpusShards(self.settings)
+        check = checked_corpus(str(corpus))
+        writer = ShardWriter(str(shards), {"preset": self.settings.get("name"), "encoder": recipe.load().describe(),
+                                           "impact_scale": self.settings["impact_scale"],
+                                           "shard_size": DEFAULT_SHARD_SIZE, "documents": check.count,
+                                           **input_identity(str(corpus))})
+        progress = progress_bar(check.count, True, "doc")
+        write_corpus_shards(read_corpus(str(corpus)), writer, DEFAULT_SHARD_SIZE,
+                            lambda shard: recipe.records(shard, recipe.encode([d.text for d in shard], progress)),
+                            progress, check.count, str(shards))
+        documents, nonzeros = writer.totals()
+        writer.finish({"toolkit_version": __version__, "compute": current().describe(),
+                       "documents_written": documents, "empty_documents": check.empty,
+                       "avg_nonzeros_per_document": round(nonzeros / max(documents, 1), 3),
+                       "shard_count": len(writer.shards)})
+        return shards
+
+    def __repr__(self) -> str:
+        return f"Indexer({self.path!r}, engine={self.engine!r})"
 
 
 class Retriever(pt.Transformer):
@@ -128,6 +243,7 @@ class Retriever(pt.Transformer):
                  threads: int = 1, **searcher_options):
         from ..api import Searcher
 
+        k, threads = number_arg("k", k, positive_int), number_arg("threads", threads, positive_int)
         self.index, self.k, self.threads = index, k, threads
         self.searcher = Searcher(index, encoder=encoder, engine=engine, **searcher_options)
         self._encoded = None  # a Searcher for `query_toks` given as impacts (built on first use)
@@ -163,6 +279,11 @@ class Reranker(pt.Transformer):
                  **options):
         from ..api import Searcher
 
+        from ..core.fusion import METHODS
+
+        name, store = name_arg("name", name), path_arg("store", store)
+        interpolate = number_arg("interpolate", interpolate, probability, optional=True)
+        fusion = choice_arg("fusion", fusion, METHODS)
         self.name, self.store, self.interpolate, self.fusion = name, store, interpolate, fusion
         self.reranker = Searcher._reranker(name, store, options)
 
@@ -197,8 +318,14 @@ class Fusion(pt.Transformer):
 
         if len(pipelines) < 2:
             raise InputError("Fusion: give at least two pipelines to fuse")
+        bad = next((p for p in pipelines if not isinstance(p, pt.Transformer)), None)
+        if bad is not None:
+            raise InputError(f"Fusion: expected PyTerrier transformers to fuse, got {type(bad).__name__} {bad!r}")
         if method not in METHODS:
             raise InputError(f"Fusion: unknown method {method!r} (known: {', '.join(METHODS)})")
+        if weights is not None:
+            weights = sequence_of_numbers("weights", weights, finite_float, len(pipelines), "pipelines")
+        depth = number_arg("depth", depth, positive_int)
         self.pipelines, self.weights, self.method, self.depth = list(pipelines), weights, method, depth
 
     def transform(self, topics: pd.DataFrame) -> pd.DataFrame:
@@ -222,4 +349,4 @@ class Fusion(pt.Transformer):
         return f"Fusion({', '.join(map(repr, self.pipelines))}, method={self.method!r})"
 
 
-__all__ = ["DocEncoder", "QueryEncoder", "Retriever", "Reranker", "Fusion", "doc_encoder", "query_encoder"]
+__all__ = ["DocEncoder", "QueryEncoder", "Indexer", "Retriever", "Reranker", "Fusion", "doc_encoder", "query_encoder"]

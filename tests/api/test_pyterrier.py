@@ -142,3 +142,20 @@ def test_missing_columns_are_one_line_and_empty_frames_stay_empty(service_indexe
     assert "query_toks" in lsr.query_encoder("splade-tiny").transform(empty).columns
     with pytest.raises(InputError, match="Fusion: unknown method 'sum'"):
         lsr.Fusion(splade, splade, method="sum")
+
+
+@pytest.mark.parametrize("engine", ["lucene", "pisa"])
+def test_indexer_builds_an_index_that_searches_as_the_commands_index(service_indexes, topics, tmp_path, engine):
+    """A DataFrame of documents in, an index of `engine` out (encoded as `encode corpus` encodes,
+    built by the engine's own index command): the toolkit's Retriever on it ranks exactly as on the
+    index the commands built from the same corpus (`encode corpus` + `lucene index --impact`)."""
+    documents = pd.DataFrame([(d.id, d.text) for d in read_corpus(str(SAMPLE / "corpus.jsonl"))],
+                             columns=["docno", "text"])
+    path = lsr.Indexer(str(tmp_path / engine), encoder="splade-tiny", engine=engine).index(documents)
+    key = ["qid", "score", "docno"]
+    ours = lsr.Retriever(path, encoder="splade-tiny", k=12).transform(topics)
+    commands = lsr.Retriever(str(service_indexes["splade"]), encoder="splade-tiny", k=12).transform(topics)
+    assert ours[key].sort_values(key).values.tolist() == commands[key].sort_values(key).values.tolist()
+    assert lsr.Retriever(path, encoder="splade-tiny").searcher.engine.name == engine and len(ours) > 12
+    with pytest.raises(InputError, match="already exists .give overwrite=True"):
+        lsr.Indexer(path, encoder="splade-tiny", engine=engine).index(documents)
