@@ -79,9 +79,19 @@ def neutral_topics_path(path: str, scratch: Path) -> str:
         with open(path, encoding="utf-8") as handle:
             lines = handle.readlines()
         refuse_untabbed_topic(path, lines)
+        from ...core.topics import header_warning, is_header
+
+        first = next((line_no for line_no, line in enumerate(lines) if line.strip()), None)
+        header = first is not None and is_header(lines[first].partition("\t")[0], True)
+        if header:
+            warn(header_warning(path, first + 1, lines[first].partition("\t")[0]))
+            lines = lines[:first] + lines[first + 1:]
+        if not any(line.strip() for line in lines):
+            raise InputError(f"{path}: no queries in it (only a header line)")
         kept = [line for line in lines if line.partition("\t")[2].strip()]
         if len(kept) < len(lines):
             warn(f"{path}: {len(lines) - len(kept)} queries have no text (no term); they retrieve nothing")
+        if header or len(kept) < len(lines):
             copy = scratch / "topics.tsv"
             copy.write_text("".join(kept), encoding="utf-8")
             return str(copy)
@@ -144,10 +154,9 @@ def record_encoding(args: list[str], building: Path, index: Path) -> None:
     position = option_position(args, ("--input", "-input"))
     manifest = Path(args[position]).resolve() if position is not None else None
     manifest = manifest.with_name(manifest.name + ".manifest.json") if manifest else None
-    try:
-        encoder = json.loads(manifest.read_text())["settings"]["encoder"]
-    except (AttributeError, OSError, ValueError, KeyError, TypeError):
-        encoder = None  # not shards of ours (e.g. `prepare corpus` documents)
+    from ..base import manifest_encoder
+
+    encoder = manifest_encoder(manifest) if manifest is not None else None  # None: not shards of ours
     if encoder is not None:
         fields.update({"shards_manifest": str(manifest),
                        "shards_manifest_relative": os.path.relpath(manifest, index.resolve()),
@@ -351,6 +360,12 @@ def pyserini_names(kind: str) -> set[str]:
     return set(_base.topics_mapping if kind == "topics" else _base.qrels_mapping)
 
 
+def has_text(path: str) -> bool:
+    """Whether a file holds anything but blank lines (read until the first that is not)."""
+    with open(path, "rb") as handle:
+        return any(line.strip() for line in handle)
+
+
 def check_tool_inputs(tool: str, args: list[str]) -> None:
     """What Pyserini would report by printing (and exit 0, or end in a traceback) stops in one line
     before anything is written: an index, topics or qrels path that does not exist and is not one of
@@ -372,6 +387,8 @@ def check_tool_inputs(tool: str, args: list[str]) -> None:
                 args[position] not in pyserini_names("topics"):
             raise InputError(f"{args[position]}: no such topics file (nor the name of Pyserini topics)"
                              + ("" if os.path.isabs(args[position]) else f"; relative to {os.getcwd()}"))
+        if position is not None and os.path.isfile(args[position]) and not has_text(args[position]):
+            raise InputError(f"{args[position]}: no queries in it")  # Pyserini: "Topic ... Not Found"
     elif tool == "index":
         position = option_position(args, ("--input", "-input"))
         if position is not None:

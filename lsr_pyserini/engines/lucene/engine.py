@@ -581,7 +581,12 @@ def recorded_encoder(index) -> dict | None:
     `encode corpus` shards it was built from (an index built elsewhere records none)."""
     record = encoding_record(index) or {}
     if isinstance(record.get("encoder"), dict):
-        return record["encoder"]
+        encoder = record["encoder"]
+        if "preset" not in encoder:  # an index of before: the preset's name from the shards' manifest
+            manifest = shards_manifest(index)
+            preset = (manifest_encoder(manifest) or {}).get("preset") if manifest is not None else None
+            encoder = {**encoder, "preset": preset} if preset else encoder
+        return encoder
     manifest = shards_manifest(index)
     return manifest_encoder(manifest) if manifest is not None else None
 

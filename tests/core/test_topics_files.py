@@ -1,0 +1,67 @@
+"""A topics file as a user hands it over: a header line, an empty file, and the messages that name
+the encoder to use. In-process, no JVM, no model."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from conftest import SAMPLE
+from lsr_pyserini.core.errors import InputError
+
+QUERIES = SAMPLE / "queries.test.tsv"
+SPLADE_TINY = {"family": "splade", "model": "python-package:cognition/model", "preset": "splade-tiny"}
+
+
+@pytest.mark.parametrize("header", ["query-id\ttext", "qid\tquery", "id\ttext", "_id\ttext"])
+def test_a_header_line_is_skipped_with_a_warning_not_read_as_a_query(header, tmp_path, caplog):
+    from lsr_pyserini.core.readers import read_queries
+    from lsr_pyserini.engines.lucene.command import neutral_topics_path
+
+    topics = tmp_path / "topics.tsv"
+    topics.write_text(header + "\n" + QUERIES.read_text())
+    expected = list(read_queries(str(QUERIES)))
+    with caplog.at_level(logging.WARNING):
+        assert list(read_queries(str(topics))) == expected
+    assert f"{topics}:1: {header.split(chr(9))[0]!r} reads as a header" in caplog.text
+    # what `lucene search` hands Pyserini: a copy without the header
+    handed = neutral_topics_path(str(topics), tmp_path)
+    assert open(handed).read() == QUERIES.read_text()
+    # an id that only looks like a header word, after the first line, is a query
+    later = tmp_path / "later.tsv"
+    later.write_text(QUERIES.read_text() + "id\tan id query\n")
+    assert [query.id for query in read_queries(str(later))][-1] == "id"
+
+
+def test_lucene_search_on_an_empty_topics_file_names_it(tmp_path):
+    from lsr_pyserini.engines.lucene.command import check_tool_inputs, neutral_topics_path
+
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("\n\n")
+    with pytest.raises(InputError, match=f"^{empty}: no queries in it$"):
+        check_tool_inputs("search", ["--topics", str(empty), "--output", "run.txt"])
+    only_header = tmp_path / "header.tsv"
+    only_header.write_text("query-id\ttext\n")
+    with pytest.raises(InputError, match="no queries in it"):
+        neutral_topics_path(str(only_header), tmp_path)
+
+
+def test_messages_name_the_preset_typed_and_the_encoder_flag_to_give():
+    from lsr_pyserini.core.topics import IMPACTS, check_topics
+    from lsr_pyserini.engines.base import refuse_other_encoder
+
+    with pytest.raises(InputError) as refused:
+        check_topics(QUERIES, SPLADE_TINY, IMPACTS, index="INDEX")
+    message = str(refused.value)
+    assert "of splade preset splade-tiny" in message and "python-package:" not in message
+    assert f"`python -m lsr_pyserini.encode queries --encoder splade-tiny --input {QUERIES} --output QUERIES.tsv`" \
+        in message
+    other = {"family": "splade", "model": "/checkpoints/mine", "name": "mine"}
+    with pytest.raises(InputError) as refused:
+        refuse_other_encoder(SPLADE_TINY, other, "INDEX")
+    assert str(refused.value) == ("INDEX: its documents were encoded with preset 'splade-tiny', not model "
+                                  "'/checkpoints/mine': search it with the encoder of its documents "
+                                  "(--encoder splade-tiny)")
+    with pytest.raises(InputError) as refused:  # the user typed splade-tiny; the index is of a checkpoint
+        refuse_other_encoder({"family": "splade", "model": "/checkpoints/mine"}, SPLADE_TINY, "INDEX")
+    assert "not preset 'splade-tiny'" in str(refused.value) and "python-package:" not in str(refused.value)
