@@ -65,3 +65,29 @@ def test_messages_name_the_preset_typed_and_the_encoder_flag_to_give():
     with pytest.raises(InputError) as refused:  # the user typed splade-tiny; the index is of a checkpoint
         refuse_other_encoder({"family": "splade", "model": "/checkpoints/mine"}, SPLADE_TINY, "INDEX")
     assert "not preset 'splade-tiny'" in str(refused.value) and "python-package:" not in str(refused.value)
+
+
+def test_search_and_serve_help_name_every_registered_engine_and_read_as_english():
+    """The engines listed in --help come from the registry (pisa and bmp were missing in serve's)."""
+    from lsr_pyserini.commands.search import build_parser as search_parser
+    from lsr_pyserini.engines import available_engines
+    from lsr_pyserini.serve.__main__ import build_parser as serve_parser
+
+    for parser in (search_parser(), serve_parser()):
+        text = " ".join(parser.format_help().split())
+        assert all(name in text for name in available_engines()), text
+    serve = " ".join(serve_parser().format_help().split())
+    assert ", ".join(available_engines()) in serve
+    search = " ".join(search_parser().format_help().split())
+    assert "where the query encoder run" not in search and "device for the query encoder: auto" in search
+
+
+def test_the_folders_the_docs_write_are_ignored_by_git():
+    from conftest import REPO
+
+    import subprocess
+
+    paths = ["indexes/x", "runs/x", "models/x", "stores/x", "lsr_pyserini/models/x.py", "lsr_pyserini/stores/x.py"]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=REPO, capture_output=True,
+                             text=True).stdout.split()
+    assert ignored == paths[:4]  # the package's own models/ and stores/ are not
