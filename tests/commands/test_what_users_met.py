@@ -1,5 +1,6 @@
-"""A topics file as a user hands it over: a header line, an empty file, and the messages that name
-the encoder to use. In-process, no JVM, no model."""
+"""What a new user met: a header line in a topics file, an empty topics file, messages naming an
+internal path, help texts missing engines, bench's table without units, folders git should ignore.
+In-process, no JVM, no model."""
 from __future__ import annotations
 
 import logging
@@ -91,3 +92,20 @@ def test_the_folders_the_docs_write_are_ignored_by_git():
     ignored = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=REPO, capture_output=True,
                              text=True).stdout.split()
     assert ignored == paths[:4]  # the package's own models/ and stores/ are not
+
+
+def test_bench_table_gives_units_and_the_prefix_note_and_engines_keep_distinct_colours():
+    from lsr_pyserini.commands.bench.plot import PREFIX_NOTE, engine_styles, table
+
+    figures = {"p50_ms": 1.5, "p99_ms": 3.0, "recall": 1.0}
+    rows = [{"engine": label, "name": name, "size": 1000, "build_seconds": 1.0, "bytes": 2**20,
+             "resident_bytes": 2**20, "k": {"10": figures}, "ndcg_cut_10": 0.5, "mrr_10": 0.4}
+            for label, name in [("Lucene impact", "lucene"), ("PISA MaxScore", "pisa"), ("PISA block-max", "pisa"),
+                                ("mine", "my-engine")]]
+    lines = table(rows, [10]).splitlines()
+    assert lines[0].split(" | ")[5:8] == ["p50 ms@10", "p99 ms@10", "R@10"] and lines[-1] == PREFIX_NOTE
+    styles = engine_styles(rows)
+    assert styles["Lucene impact"][0] != styles["PISA MaxScore"][0]  # not two shades of blue: two hues
+    assert styles["PISA MaxScore"][0] == styles["PISA block-max"][0]
+    assert styles["PISA MaxScore"][1] != styles["PISA block-max"][1]
+    assert len({colour for colour, _ in styles.values()}) == 3
