@@ -172,3 +172,23 @@ def shards_folder(index: str | Path) -> Path | None:
         return None
     folder = Path(str(manifest)[: -len(".manifest.json")])
     return folder if folder.is_dir() else None
+
+
+def input_location(folder: Path | str, index: Path | str) -> dict:
+    """How an index's manifest names the shards it was built from: `input` (absolute) and
+    `input_relative` (relative to the index folder), so that an index moved together with its shards
+    (a folder of both, copied or archived) still finds them, and one moved alone finds them where
+    they were."""
+    folder = Path(folder).resolve()
+    return {"input": str(folder), "input_relative": os.path.relpath(folder, Path(index).resolve())}
+
+
+def recorded_input(index: Path | str, manifest: dict) -> Path:
+    """The shards folder an index's manifest names: relative to the index where they are there,
+    else the absolute path it recorded (indexes of before record only that)."""
+    relative = manifest.get("input_relative")
+    if relative:
+        beside = Path(index) / str(relative)
+        if beside.is_dir():
+            return beside
+    return Path(str(manifest.get("input", "")))

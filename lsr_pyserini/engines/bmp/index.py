@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...core.errors import InputError
+from ...core.indexes import input_location
 from ...core.hits import Ranking
 from ...core.options import checked, float_in, positive_int
 from ...stores.base import StoreWriter, read_manifest, store_kind, write_manifest
@@ -79,7 +80,7 @@ def build_bmp_index(vectors: str, index: str, build: BmpBuild = BmpBuild(), over
         indexer.add_document(docid, {term: int(round(weight * scale)) for term, weight in vector.items()
                                      if round(weight * scale) > 0})
     indexer.finish()
-    manifest = {"format": FORMAT, "input": str(folder.resolve()), "documents": documents,
+    manifest = {"format": FORMAT, **input_location(folder, index), "documents": documents,
                 "largest_impact": largest, "scale": scale, "build": asdict(build),
                 "encoder": ((shards or {}).get("settings") or {}).get("encoder"),
                 "build_seconds": round(time.perf_counter() - started, 2)}
