@@ -51,7 +51,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..core.indexes import is_remote, recorded_input  # noqa: F401  (recorded_input: the engines')
-from ..core.topics import IMPACTS, SAME_ENCODER, TEXT, VECTOR, encoder_argument, other_encoder_key, shown_setting  # noqa: F401,E501
+from ..core.topics import IMPACTS, SAME_ENCODER, TEXT, VECTOR, encoder_argument, other_encoder_key, shown_setting  # noqa: F401
 from ..core.writer import manifest_path
 from ..core.hits import Run, TermMatch
 

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ...core.errors import InputError
-from ...core.indexes import input_location
 from ...core.hits import Ranking
+from ...core.indexes import input_location
 from ...core.options import checked, float_in, positive_int
 from ...stores.base import StoreWriter, read_manifest, store_kind, write_manifest
 from ...stores.vectors import check_shards, read_vectors

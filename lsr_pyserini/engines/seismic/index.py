@@ -34,7 +34,7 @@ from ...core.indexes import input_location
 from ...core.hits import Ranking, top_k_with_ties
 from ...core.outputs import atomic_write
 from ...stores.base import StoreWriter, read_manifest, store_kind, write_manifest
-from ...stores.vectors import check_shards, read_impact_queries, read_vectors, vector_bytes, vector_files  # noqa: F401,E501 (their old home)
+from ...stores.vectors import check_shards, read_impact_queries, read_vectors, vector_bytes, vector_files  # noqa: F401 (their old home)
 
 MANIFEST = "seismic.json"
 VOCABULARY = "vocabulary.json"
