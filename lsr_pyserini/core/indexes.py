@@ -192,3 +192,13 @@ def recorded_input(index: Path | str, manifest: dict) -> Path:
         if beside.is_dir():
             return beside
     return Path(str(manifest.get("input", "")))
+
+
+def shards_encoder_record(shards: dict | None) -> dict | None:
+    """The encoder a shards' manifest (`encode corpus`) records, with the name of the preset it was
+    given by (`preset`), for an index to keep inside its folder; None for shards made elsewhere."""
+    settings = (shards or {}).get("settings") or {}
+    encoder = settings.get("encoder")
+    if not isinstance(encoder, dict):
+        return None
+    return {**encoder, "preset": settings["preset"]} if settings.get("preset") and "preset" not in encoder else encoder

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.errors import InputError
-from ...core.indexes import input_location
+from ...core.indexes import input_location, shards_encoder_record
 from ...core.hits import Ranking, top_k_with_ties
 from ...core.outputs import atomic_write
 from ...stores.base import StoreWriter, read_manifest, store_kind, write_manifest
@@ -161,7 +161,7 @@ def build_seismic_index(vectors: str, index: str, build: SeismicBuild = SeismicB
         "format": FORMAT, **input_location(folder, index), "documents": len(docids), "empty_documents": empty,
         "terms": len(vocabulary), "nonzeros": int(nonzeros), "longest_posting_list": longest,
         "integer_impacts": integer, "large_vocabulary": large,
-        "encoder": ((shards or {}).get("settings") or {}).get("encoder"),
+        "encoder": shards_encoder_record(shards),
         "build": {**asdict(build), "n_postings": n_postings, "n_postings_given": build.n_postings},
         "exact": bool(not pruned and build.summary_energy >= 1.0),
         "seismic_version": _seismic_version(), "build_seconds": round(time.perf_counter() - started, 2),
