@@ -55,3 +55,21 @@ def test_python_m_lsr_pyserini_lists_every_command_with_one_line():
                 and path.stem != "__main__"} | {path.parent.name for path in package.glob("*/__main__.py")}
     assert set(listed) == commands and {"encode", "lucene", "serve", "train", "demo"} <= commands, listed
     assert listed["encode"] == "Encode a corpus or queries with a sparse encoder preset into files Lucene reads"
+
+
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+READ_PATH = re.compile(r"""["']((?:indexes|stores|models|runs)/[\w./-]+)["']""")
+
+
+def test_every_folder_a_python_example_reads_is_built_by_a_command_of_the_docs():
+    """A path of the checkout's output folders that an example opens (`store="indexes/..."`) is the
+    `--output` or `--index` of a command some page or the README gives (docs/pyterrier.md used a
+    store no command built)."""
+    pages = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
+    texts = {page: page.read_text() for page in pages}
+    built = {match.group(1) for text in texts.values()
+             for match in re.finditer(r"--(?:output|index)[ =]([\w./-]+)", text)}
+    missing = [f"{page.relative_to(REPO)}: {path}" for page, text in texts.items()
+               for block in PYTHON_BLOCK.findall(text) for path in READ_PATH.findall(block)
+               if path not in built]
+    assert not missing, "give the command that builds it:\n" + "\n".join(missing)

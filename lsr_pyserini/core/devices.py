@@ -197,7 +197,7 @@ def add_device_args(parser: argparse.ArgumentParser, what: str = "models", dtype
     """--device and --dtype, the same on every command that runs a model (a command whose models only
     compute in float32, e.g. `ssr fit`, offers `dtypes=("auto", "float32")` with its own help)."""
     parser.add_argument("--device", type=device_name, default="auto", metavar="{auto,cpu,cuda,cuda:N,mps}",
-                        help=f"where the {what} run: auto = CUDA when present, else the CPU (default: auto)")
+                        help=f"device for the {what}: auto = CUDA when present, else the CPU (default: auto)")
     parser.add_argument("--dtype", choices=dtypes, default="auto",
                         help=dtype_help or "compute precision (autocast; weights, pooling and quantisation stay "
                                            "float32): auto = float32 on CPU/MPS, float16 on CUDA; promptreps: "

@@ -240,15 +240,24 @@ def _resolve_queries_file(source: str) -> Path | None:
 
 
 def read_queries(source: str) -> Iterator[Query]:
-    """Queries from a ``qid<TAB>text`` TSV file or an ir_datasets id; a query id seen twice is refused."""
+    """Queries from a ``qid<TAB>text`` TSV file or an ir_datasets id; a query id seen twice is refused;
+    a header line first (`query-id<TAB>text`: core/topics.py `is_header`) is skipped with a warning."""
     seen: dict[str, int] = {}
     path = _resolve_queries_file(source)
     if path is not None:
+        from .topics import header_warning, is_header
+
+        first = True
         for line_no, line in text_lines(path):
             if not line.strip():
                 continue
             where = f"{path}:{line_no}"
             qid, sep, text = line.partition("\t")
+            if sep and is_header(qid, first):
+                log.warning(header_warning(path, line_no, qid))
+                first = False
+                continue
+            first = False
             if not sep or not qid.strip():
                 raise InputError(f"{where}: expected 'qid<TAB>query text'")
             qid = checked_id(qid.strip(), where, "query id")

@@ -41,6 +41,19 @@ SAME_ENCODER = ("family", "model", "pooling", "pooling_mode")
 # queries), the sample's 1.0; hand-written impact queries such as `a b b / c / a a b` 1.4
 ENCODED_REPETITION = 1.25
 UNRECORDED_FLAG = "--unrecorded-topics"
+# the id column's name in a header line of a topics TSV (`query-id<TAB>text`, BEIR's and ir_datasets'
+# exports, pandas' to_csv): the file's first line with one of these as its id is a header, skipped
+# with a warning, not a query
+HEADER_IDS = frozenset({"qid", "query-id", "query_id", "queryid", "query", "id", "_id", "topic", "topic_id"})
+
+
+def is_header(qid: str, first: bool) -> bool:
+    """Whether a topics line whose id column reads `qid` is a header (the file's first line only)."""
+    return first and qid.strip().lower() in HEADER_IDS
+
+
+def header_warning(path, line_no: int, qid: str) -> str:
+    return f"{path}:{line_no}: {qid.strip()!r} reads as a header (the id column's name), not a query: skipped"
 
 
 def topics_record_path(topics: str | Path) -> Path:
@@ -82,18 +95,42 @@ def topics_record(topics: str | Path) -> dict | None:
     return record
 
 
+PACKAGE_REFERENCES = ("python-package:", "gguf-package:")  # a preset's model shipped inside a wheel
+
+
+def shown_setting(encoder: dict, key: str) -> str:
+    """A setting as a message names it: a model shipped inside the package by the preset the user
+    typed (`preset 'splade-tiny'`), not by its internal reference (`python-package:cognition/model`)."""
+    value = encoder.get(key)
+    name = encoder.get("preset") or encoder.get("name")
+    if key == "model" and name and str(value).startswith(PACKAGE_REFERENCES):
+        return f"preset {name!r}"
+    return f"{key} {value!r}"
+
+
 def describe_encoder(encoder: dict | None) -> str:
-    """'splade model M' for messages."""
+    """'splade preset splade-tiny' or 'splade model M' for messages."""
     if not encoder:
         return "an unrecorded encoder"
     parts = [str(encoder.get("family", "?"))]
     if encoder.get("model") is not None:
-        parts.append(f"model {encoder['model']}")
+        parts.append(shown_setting(encoder, "model").replace("'", ""))
     if encoder.get("pooling") not in (None, "max"):
         parts.append(f"pooling {encoder['pooling']}")
     if encoder.get("pooling_mode") is not None:
         parts.append(f"pooling_mode {encoder['pooling_mode']}")
     return " ".join(parts)
+
+
+def encoder_argument(encoder: dict | None) -> str:
+    """What `--encoder` takes to encode as `encoder` did: its preset's name, its checkpoint folder, else ENCODER."""
+    from .presets import available_presets
+
+    encoder = encoder or {}
+    name, model = encoder.get("preset") or encoder.get("name"), encoder.get("model")
+    if name and (model is None or str(model).startswith(PACKAGE_REFERENCES) or name in available_presets()):
+        return str(name)
+    return str(model) if model is not None and Path(str(model)).is_dir() else "ENCODER"
 
 
 def same_setting(key: str, recorded, given) -> bool:
@@ -176,5 +213,6 @@ def check_topics(path: str | Path, document_side: dict | None, query_kind: str, 
     documents = f" of {describe_encoder(document_side)}" if document_side else ""
     raise InputError(f"{path} reads as query text ({_first_query(lines)}), not as the queries `encode queries` "
                      f"writes, but {index} is searched with impacts{documents}: encode the queries first "
-                     f"(`python -m lsr_pyserini.encode queries --input {path} --output QUERIES.tsv`), or give "
+                     f"(`python -m lsr_pyserini.encode queries --encoder {encoder_argument(document_side)} --input {path} "
+                     f"--output QUERIES.tsv`), or give "
                      f"{UNRECORDED_FLAG} to search this file as it is")

@@ -50,8 +50,8 @@ from typing import Callable
 import numpy as np
 
 from ..core.errors import InputError
-from ..core.indexes import is_remote
-from ..core.topics import IMPACTS, SAME_ENCODER, TEXT, VECTOR, other_encoder_key  # noqa: F401
+from ..core.indexes import is_remote, recorded_input  # noqa: F401  (recorded_input: the engines')
+from ..core.topics import IMPACTS, SAME_ENCODER, TEXT, VECTOR, encoder_argument, other_encoder_key, shown_setting  # noqa: F401
 from ..core.writer import manifest_path
 from ..core.hits import Run, TermMatch
 
@@ -82,8 +82,9 @@ def refuse_other_encoder(recorded: dict | None, settings: dict, where: str, keys
         return
     key = other_encoder_key(recorded, settings, keys)
     if key is not None:
-        raise InputError(f"{where}: its documents were encoded with {key} {recorded[key]!r}, not "
-                         f"{settings[key]!r}: search it with the encoder of its documents")
+        raise InputError(f"{where}: its documents were encoded with {shown_setting(recorded, key)}, not "
+                         f"{shown_setting(settings, key)}: search it with the encoder of its documents"
+                         f" (--encoder {encoder_argument(recorded)})")
 
 
 def recognised_folder(index, kind) -> bool:
@@ -249,7 +250,10 @@ def shards_encoder(folder: Path | str | None) -> dict | None:
 def manifest_encoder(manifest: Path | str) -> dict | None:
     """The encoder a shards' manifest file records (None when unreadable)."""
     try:
-        encoder = json.loads(Path(manifest).read_text())["settings"]["encoder"]
+        settings = json.loads(Path(manifest).read_text())["settings"]
+        encoder = settings["encoder"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return encoder if isinstance(encoder, dict) else None
+    if not isinstance(encoder, dict):
+        return None
+    return {**encoder, "preset": settings["preset"]} if settings.get("preset") and "preset" not in encoder else encoder

@@ -20,6 +20,7 @@ import sys
 from ..core.cli import QUIET_HELP, quiet_libraries, run_main, set_threads, warn
 from ..core.errors import InputError
 from ..core.options import engine_option, float_in, non_negative_float, positive_int
+from ..engines import available_engines
 from .served import LOOPBACK, SERVICE_KEYS, build_config, index_spec, read_config
 
 logger = logging.getLogger("lsr_pyserini.serve")
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     one = parser.add_argument_group("the index of --index (the keys of a config file's index)")
     one.add_argument("--encoder", help="sparse preset or checkpoint encoding the queries (impact engines; "
                                        "a bm25aug checkpoint for bm25; none for BM25 and dense)")
-    one.add_argument("--engine", help="lucene, bm25, sharded, seismic, dense or milvus (default: from the index)")
+    one.add_argument("--engine", help=f"{', '.join(available_engines())} (default: from the index)")
     one.add_argument("--engine-option", type=engine_option, action="append", default=[], metavar="KEY=VALUE",
                      help="an engine's own option (repeatable)")
     one.add_argument("--reranker", help="re-ranker name (with --store)")

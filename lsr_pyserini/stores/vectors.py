@@ -20,6 +20,8 @@ def vector_files(folder: Path) -> list[Path]:
     """The files Anserini's JsonVectorCollection reads below `folder`, in name order."""
     if not folder.is_dir():
         raise InputError(f"{folder}: no such folder of JsonVectorCollection shards")
+    if any(folder.glob("segments_*")):  # its lsr_index.json is the index's record, not a shard
+        raise InputError(f"{folder}: no .jsonl/.json shards in it (a Lucene index; give the `encode corpus` shards)")
     files = sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")
                    and p.name.endswith((".json", ".jsonl", ".json.gz", ".jsonl.gz")))
     if not files:

@@ -210,6 +210,53 @@ def test_wrong_pairings_are_refused_before_any_model_loads(sample_indexes, monke
             lsr_pyserini.Searcher(**kwargs)
 
 
+def test_a_copied_moved_or_renamed_impact_index_is_searched_as_the_original(sample_indexes, tiny_mlm, tmp_path):
+    """An index carries its record inside its folder (lsr_index.json): a copy under another name in
+    another folder gives the identical run, refuses BM25 and another encoder's queries as the
+    original does; an index of before (INDEX.lsr.json beside it) reads as it did, and one with no
+    record at all is examined (its norms): impact, so BM25 and no encoder are refused, not assumed."""
+    import lsr_pyserini
+
+    texts, qids = queries()
+    expected = (sample_indexes / "run.splade.txt").read_text().splitlines(keepends=True)
+    copy = tmp_path / "elsewhere" / "renamed"
+    shutil.copytree(sample_indexes / "impact", copy)
+    assert (copy / "lsr_index.json").is_file() and not (sample_indexes / "impact.lsr.json").exists()
+    searcher = lsr_pyserini.Searcher(str(copy), encoder="splade-tiny")
+    assert searcher.engine.name == "lucene"
+    assert as_lines(searcher.batch_search(texts, qids, k=10), "Anserini") == expected
+    for kwargs, message in [({}, "is an impact index: give the encoder"),
+                            ({"engine": "bm25"}, r"is an impact index \(lsr_index.json in it\): search it with an encoder"),
+                            ({"encoder": "splade-tiny", "encoder_options": {"model": str(tiny_mlm)}},
+                             "its documents were encoded with preset 'splade-tiny'")]:
+        with pytest.raises(InputError, match=message):
+            lsr_pyserini.Searcher(str(copy), **kwargs)
+
+    old = tmp_path / "old"  # an index built before: its record beside it
+    shutil.copytree(sample_indexes / "impact", old)
+    (old / "lsr_index.json").rename(tmp_path / "old.lsr.json")
+    with pytest.raises(InputError, match=r"\(old.lsr.json beside it\)"):
+        lsr_pyserini.Searcher(str(old), engine="bm25")
+    searcher = lsr_pyserini.Searcher(str(old), encoder="splade-tiny")
+    assert as_lines(searcher.batch_search(texts, qids, k=10), "Anserini") == expected
+
+    bare = tmp_path / "bare"  # no record anywhere: examined
+    shutil.copytree(sample_indexes / "impact", bare)
+    (bare / "lsr_index.json").unlink()
+    for kwargs, message in [({}, "is an impact index: give the encoder"),
+                            ({"engine": "bm25"}, "is an impact index")]:
+        with pytest.raises(InputError, match=message):
+            lsr_pyserini.Searcher(str(bare), **kwargs)
+    searcher = lsr_pyserini.Searcher(str(bare), encoder="splade-tiny")
+    assert as_lines(searcher.batch_search(texts, qids, k=10), "Anserini") == expected
+    text = tmp_path / "text"  # a BM25 index without its record: examined as BM25
+    shutil.copytree(sample_indexes / "bm25", text)
+    (text / "lsr_index.json").unlink()
+    assert lsr_pyserini.Searcher(str(text)).engine.name == "bm25"
+    with pytest.raises(InputError, match="is a BM25 index"):
+        lsr_pyserini.Searcher(str(text), encoder="splade-tiny", engine="lucene")
+
+
 def test_search_command_equals_the_commands_and_refuses_bad_input_in_one_line(sample_indexes, tmp_path):
     from conftest import error_lines
 
@@ -240,13 +287,15 @@ def test_search_command_equals_the_commands_and_refuses_bad_input_in_one_line(sa
 
 
 def test_an_impact_index_refuses_another_encoders_queries_before_loading_it(sample_indexes, tiny_mlm, monkeypatch):
-    """The index's record names its documents' encoder (INDEX.lsr.json, or the shards' manifest it
-    points to); a query encoder of another model is one line, before that model loads."""
+    """The index's record names its documents' encoder (lsr_index.json, or the shards' manifest it
+    points to); a query encoder of another model is one line, before that model loads, naming the
+    preset the user knows (not the package's internal `python-package:` reference) and the flag."""
     import lsr_pyserini
 
     monkeypatch.setattr("lsr_pyserini.encoders.query.build_encoder", lambda *_: pytest.fail("a model was loaded"))
-    with pytest.raises(InputError, match="its documents were encoded with model 'python-package:cognition/model', "
-                                         f"not '{tiny_mlm}': search it with the encoder of its documents"):
+    with pytest.raises(InputError, match=re.escape(f"its documents were encoded with preset 'splade-tiny', not model "
+                                                   f"'{tiny_mlm}': search it with the encoder of its documents "
+                                                   f"(--encoder splade-tiny)")):
         lsr_pyserini.Searcher(str(sample_indexes / "impact"), encoder="splade-tiny", encoder_options={"model": str(tiny_mlm)})
 
 

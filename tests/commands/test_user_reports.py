@@ -1,6 +1,7 @@
 """What a new user ran into with `lucene search`: each is now one `error:` line before Pyserini runs,
 or a warning where the run stays meaningful, and a search that succeeded prints nothing misleading."""
 import json
+import shutil
 
 import pytest
 
@@ -11,8 +12,8 @@ QUERIES = SAMPLE / "queries.test.tsv"
 
 @pytest.fixture(scope="module")
 def indexes(tmp_path_factory, tiny_preset):
-    """An impact index of `encode corpus` shards (INDEX.lsr.json beside it), the same shards indexed
-    under another name without that record, and a BM25 index of the sample text; the encoded queries."""
+    """An impact index of `encode corpus` shards (lsr_index.json in it), a copy of it under another
+    name without that record, and a BM25 index of the sample text; the encoded queries."""
     work = tmp_path_factory.mktemp("user-reports")
     vectors, docs = work / "vectors", work / "docs"
     run_tool("encode", "corpus", "--encoder", tiny_preset, "--input", SAMPLE / "corpus.jsonl", "--output", vectors,
@@ -21,8 +22,8 @@ def indexes(tmp_path_factory, tiny_preset):
              "--quiet", check=True)
     run_tool("lucene", "index", "--collection", "JsonVectorCollection", "--input", vectors, "--index",
              work / "impact", "--impact", "--pretokenized", "--threads", "1", check=True)
-    assert (work / "impact.lsr.json").is_file()
-    (work / "unrecorded").symlink_to(work / "impact")  # the same index, but nothing beside it says so
+    assert (work / "impact" / "lsr_index.json").is_file()
+    shutil.copytree(work / "impact", work / "unrecorded", ignore=shutil.ignore_patterns("lsr_index.json"))
     run_tool("prepare", "corpus", "--input", SAMPLE / "corpus.jsonl", "--output", docs, "--quiet", check=True)
     run_tool("lucene", "index", "--collection", "JsonCollection", "--input", docs, "--index", work / "bm25",
              "--threads", "1", check=True)
@@ -38,7 +39,7 @@ def test_an_impact_index_searched_without_impact_is_refused(indexes, tmp_path):
     refused = search(indexes / "impact", indexes / "q.tsv", run)
     assert refused.returncode == 2, refused.stderr
     assert error_lines(refused) == [
-        f"error: {indexes / 'impact'} is an impact index (impact.lsr.json beside it: built from `encode corpus` "
+        f"error: {indexes / 'impact'} is an impact index (lsr_index.json in it: built from `encode corpus` "
         f"shards): add --impact (without it Lucene scores the impacts as BM25 term counts)"]
     assert "Running" not in refused.stdout and not run.exists()  # refused before Pyserini ran
     assert not list(tmp_path.iterdir())
@@ -47,17 +48,18 @@ def test_an_impact_index_searched_without_impact_is_refused(indexes, tmp_path):
     assert run.read_text().count("\n") >= 5
 
 
-@pytest.mark.slow  # an end-to-end run of the commands (docs/ci.md: slow tier)
-def test_an_unrecorded_index_with_impact_like_frequencies_gets_a_warning(indexes, tmp_path):
+def test_an_impact_index_without_its_record_is_examined_and_bm25_refused(indexes, tmp_path):
+    """A copy of an impact index without lsr_index.json (an index of before copied without the record
+    beside it): its norms (1 for every document under Anserini's ImpactSimilarity) tell it is an
+    impact index, so BM25 over its impacts is refused, in one line, as on the original."""
     run = tmp_path / "run.txt"
-    # query text: the encoded file searched without --impact is refused (q.tsv.lsr.json says what it is)
-    result = search(indexes / "unrecorded", QUERIES, run)
-    assert result.returncode == 0, result.stderr
-    [warning] = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
-    assert warning.startswith(f"warning: {indexes / 'unrecorded'}: a term occurs ") and "--impact" in warning
-    assert run.is_file()
-    plain = search(indexes / "bm25", QUERIES, tmp_path / "bm25.txt")  # text: no warning
-    assert plain.returncode == 0 and "warning:" not in plain.stderr, plain.stderr
+    for flags in ((), ("--bm25",)):
+        refused = search(indexes / "unrecorded", QUERIES, run, *flags)
+        assert refused.returncode == 2 and error_lines(refused) == [
+            f"error: {indexes / 'unrecorded'} is an impact index (no record in it; examined: every document's norm "
+            f"is 1 and term frequencies are impacts): add --impact (without it Lucene scores the impacts as BM25 "
+            f"term counts)"], refused.stderr
+        assert not run.exists()
 
 
 def test_impact_on_a_recorded_bm25_index_is_refused(indexes, tmp_path):
@@ -65,7 +67,8 @@ def test_impact_on_a_recorded_bm25_index_is_refused(indexes, tmp_path):
     index = tmp_path / "wordpiece"
     index.mkdir()
     for part in (indexes / "bm25").iterdir():
-        (index / part.name).symlink_to(part)
+        if part.name != "lsr_index.json":  # bm25aug's own record says what it is
+            (index / part.name).symlink_to(part)
     (index / "lsr_tokenizer.json").write_text(json.dumps({"model": "m", "scoring": "bm25", "tokenizer": {}}))
     refused = search(index, QUERIES, tmp_path / "run.txt", "--impact")
     assert refused.returncode == 2 and error_lines(refused) == [

@@ -180,7 +180,7 @@ def test_no_removal_outside_the_one_helper():
         ("train/loop.py", "checkpoint.unlink("),  # its own checkpoint, once the model is saved
         ("core/writer.py", "path.unlink()"),  # a shard its manifest recorded, found damaged
         ("engines/lucene/command.py", "temporary.unlink("),  # its own hidden temporary run file
-        ("engines/lucene/command.py", "record.unlink("),  # its own INDEX.lsr.json, stale once the index is rebuilt
+        ("engines/lucene/command.py", "stale.unlink("),  # its own INDEX.lsr.json beside (older indexes), stale once rebuilt
         ("engines/pisa/index.py", "(building / scratch).unlink()"),  # PISA's uncompressed copy in its building folder
         ("commands/bench/measure.py", "shutil.rmtree("),  # its own scratch: a prefix or an index its record says is unfinished
         ("commands/bench/measure.py", ".rename("),  # a prefix it built aside, renamed into --work when complete

@@ -133,3 +133,23 @@ def test_an_interrupted_build_leaves_no_index_and_bad_inputs_are_one_line(sample
                        tmp_path / "r", "--alpha", "2")
     assert refused.returncode == 2 and "argument --alpha: expected a number in [0, 1]" in refused.stderr
     assert not (tmp_path / "other").exists() and not (tmp_path / "r").exists()
+
+
+def test_an_index_moved_with_its_shards_reads_the_moved_shards(sample, tmp_path):
+    """bmp.json names the shards relative to the index too: a folder of both copied elsewhere under
+    other names reads its documents from the copy's own shards (an index alone keeps the absolute path)."""
+    import shutil
+
+    from lsr_pyserini.api import Searcher
+
+    moved = tmp_path / "moved"
+    shutil.copytree(sample / "bmp", moved / "renamed")
+    shutil.copytree(sample / "vectors", moved / "vectors")
+    shutil.copy(sample / "vectors.manifest.json", moved / "vectors.manifest.json")
+    copy, original = Searcher(str(moved / "renamed"), encoder="splade-tiny"), Searcher(str(sample / "bmp"), encoder="splade-tiny")
+    assert copy.engine.input_folder().resolve() == (moved / "vectors").resolve()
+    assert [(h.docid, h.score) for h in copy.search("medicine that lowers blood fats", k=3)] == \
+        [(h.docid, h.score) for h in original.search("medicine that lowers blood fats", k=3)]
+    alone = tmp_path / "alone"
+    shutil.copytree(sample / "bmp", alone)
+    assert Searcher(str(alone), encoder="splade-tiny").engine.input_folder().resolve() == (sample / "vectors").resolve()

@@ -74,7 +74,7 @@ def test_searcher_chooses_pisa_from_the_folder_explains_and_gives_texts(sample):
         lsr_pyserini.Searcher(str(sample / "pisa"), encoder="splade-tiny", engine_options={"heap_factor": 1.0})
     with pytest.raises(InputError, match="algorithm 'fast': expected one of maxscore"):
         lsr_pyserini.Searcher(str(sample / "pisa"), encoder="splade-tiny", engine_options={"algorithm": "fast"})
-    with pytest.raises(InputError, match="its documents were encoded with model"):
+    with pytest.raises(InputError, match="its documents were encoded with preset 'splade-tiny', not model"):
         lsr_pyserini.Searcher(str(sample / "pisa"), encoder="splade-tiny", encoder_options={"model": str(SAMPLE)})
     with pytest.raises(InputError, match="not a PISA index"):
         lsr_pyserini.Searcher(str(sample / "lucene"), encoder="splade-tiny", engine="pisa")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -240,3 +241,28 @@ def test_the_knob_sweep_measures_recall_against_a_given_exact_run(sample, tmp_pa
     short.write_text("\n".join(line for line in lines if not line.startswith(lines[0].split()[0] + " ")) + "\n")
     refused = sweep("--reference", short)
     assert refused.returncode != 0 and "no ranking for query" in refused.stderr.splitlines()[-1]
+
+
+def test_an_index_moved_with_its_shards_finds_them_and_keeps_its_encoder(sample, tmp_path, tiny_mlm):
+    """The manifest names the shards relative to the index too (`input_relative`), and records their
+    encoder: a folder of both, copied elsewhere under other names, searches and explains as before
+    from the copy's own shards, and refuses another encoder's queries."""
+    import shutil
+
+    import lsr_pyserini
+
+    moved = tmp_path / "moved"
+    shutil.copytree(sample / "seismic", moved / "renamed")
+    shutil.copytree(sample / "vectors", moved / "vectors")
+    shutil.copy(sample / "vectors.manifest.json", moved / "vectors.manifest.json")
+    loaded = list(read_queries(str(QUERIES)))
+    texts, qids = [q.text for q in loaded], [q.id for q in loaded]
+    original = lsr_pyserini.Searcher(str(sample / "seismic"), encoder="splade-tiny")
+    copy = lsr_pyserini.Searcher(str(moved / "renamed"), encoder="splade-tiny")
+    assert Path(copy.engine.input_folder()).resolve() == (moved / "vectors").resolve()
+    assert {q: [(h.docid, h.score) for h in hits] for q, hits in copy.batch_search(texts, qids, k=5).items()} == \
+        {q: [(h.docid, h.score) for h in hits] for q, hits in original.batch_search(texts, qids, k=5).items()}
+    assert copy.doc("s1") == original.doc("s1")
+    assert json.loads((moved / "renamed" / "seismic.json").read_text())["encoder"]["family"] == "splade"
+    with pytest.raises(InputError, match="its documents were encoded with preset 'splade-tiny'"):
+        lsr_pyserini.Searcher(str(moved / "renamed"), encoder="splade-tiny", encoder_options={"model": str(tiny_mlm)})

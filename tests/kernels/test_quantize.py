@@ -99,7 +99,7 @@ def test_int8_dense_store_is_flagged_and_rebuilds_int8_queries(tiny_encoder_only
     assert encoder.quantize == "int8"
 
 
-def test_an_index_of_int8_shards_is_flagged_beside_it(tmp_path):
+def test_an_index_of_int8_shards_is_flagged_in_its_record(tmp_path):
     from lsr_pyserini.engines.lucene.command import record_encoding
 
     shards, index = tmp_path / "vectors", tmp_path / "index"
@@ -107,11 +107,14 @@ def test_an_index_of_int8_shards_is_flagged_beside_it(tmp_path):
     index.mkdir()
     encoder = {"family": "splade", "quantize": "int8", "quantize_backend": "torch-2.13.0-x86"}
     shards.with_name("vectors.manifest.json").write_text(json.dumps({"settings": {"encoder": encoder}, "shards": {}}))
-    record_encoding(["--collection", "JsonVectorCollection", "--input", str(shards), "--index", "x"], index)
-    record = json.loads((tmp_path / "index.lsr.json").read_text())
+    (tmp_path / "index.lsr.json").write_text(json.dumps({"kind": "impact"}))  # an earlier index's, beside it
+    record_encoding(["--collection", "JsonVectorCollection", "--input", str(shards), "--index", "x"], index, index)
+    record = json.loads((index / "lsr_index.json").read_text())
     assert record["quantize"] == "int8" and record["quantize_backend"] == "torch-2.13.0-x86"
-    record_encoding(["--input", str(tmp_path / "plain-documents"), "--index", "x"], index)  # not our shards
-    assert json.loads((tmp_path / "index.lsr.json").read_text()) == {"kind": "bm25"}  # the stale record is gone
+    assert record["shards_manifest_relative"] == "../vectors.manifest.json"
+    assert not (tmp_path / "index.lsr.json").exists()  # the stale record beside it is gone
+    record_encoding(["--input", str(tmp_path / "plain-documents"), "--index", "x"], index, index)  # not our shards
+    assert json.loads((index / "lsr_index.json").read_text()) == {"kind": "bm25"}
 
 
 def test_sparseembed_int8_selects_the_float32_top_k(tiny_mlm):

@@ -1,5 +1,34 @@
-"""bench's output: the table it prints and the plot of p50 latency against size (log-log, one panel per depth)."""
+"""bench's output: the table it prints and the plot of p50 latency against size (log-log, one panel per depth).
+
+Each engine has one colour of Okabe and Ito's colour-blind-safe palette, the same in every plot (Lucene
+blue, PISA vermillion: the two most compared are never two shades of one hue); several settings of
+one engine share its colour and differ by line style.
+"""
 from __future__ import annotations
+
+# Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour blindnesses
+ENGINE_COLOURS = {"lucene": "#0072B2", "pisa": "#D55E00", "seismic": "#009E73", "bmp": "#CC79A7",
+                  "bm25": "#000000", "milvus": "#E69F00", "sharded": "#56B4E9", "dense": "#999999"}
+OTHER_COLOURS = ("#F0E442", "#882255", "#44AA99", "#332288")  # engines of one's own, in order met
+STYLES = ("-", "--", ":", "-.")
+PREFIX_NOTE = ("note: nDCG@10 and MRR@10 of a prefix (a size below the whole collection) are computed against the "
+               "whole collection's qrels, so relevant documents outside the prefix count as missed")
+
+
+def engine_styles(rows: list[dict]) -> dict[str, tuple[str, str]]:
+    """{label: (colour, line style)}: the colour of the row's engine, a style per setting of it."""
+    styles, others, used = {}, {}, {}
+    for row in rows:
+        label = row["engine"]
+        if label in styles:
+            continue
+        name = row.get("name", label)
+        if name not in ENGINE_COLOURS and name not in others:
+            others[name] = OTHER_COLOURS[len(others) % len(OTHER_COLOURS)]
+        colour = ENGINE_COLOURS.get(name) or others[name]
+        styles[label] = (colour, STYLES[used.get(name, 0) % len(STYLES)])
+        used[name] = used.get(name, 0) + 1
+    return styles
 
 
 def plot(rows: list[dict], ks: list[int], path: str, title: str) -> None:
@@ -11,15 +40,14 @@ def plot(rows: list[dict], ks: list[int], path: str, title: str) -> None:
     labels = list(dict.fromkeys(row["engine"] for row in rows))
     rows_of_legend = (len(labels) + 1) // 2
     figure, axes = plt.subplots(1, len(ks), figsize=(6 * len(ks), 4.5 + 0.22 * rows_of_legend), squeeze=False)
-    colours = plt.get_cmap("tab20").colors  # one colour per engine beyond the default cycle's ten
-    styles = ("-", "--", ":", "-.")
+    styles = engine_styles(rows)
     for axis, k in zip(axes[0], ks):
-        for number, label in enumerate(labels):
+        for label in labels:
             points = [(row["size"], row["k"][str(k)]["p50_ms"]) for row in rows
                       if row["engine"] == label and str(k) in row.get("k", {})]
             if points:
-                axis.plot(*zip(*points), marker="o", label=label, color=colours[number % len(colours)],
-                          linestyle=styles[(number // len(colours)) % len(styles)])
+                colour, style = styles[label]
+                axis.plot(*zip(*points), marker="o", label=label, color=colour, linestyle=style)
         axis.set_xscale("log")
         axis.set_yscale("log")
         axis.set_xlabel("documents")
@@ -36,8 +64,9 @@ def plot(rows: list[dict], ks: list[int], path: str, title: str) -> None:
 
 
 def table(rows: list[dict], ks: list[int]) -> str:
-    header = ["engine", "size", "build s", "MiB", "RSS MiB"] + [f"{c}@{k}" for k in ks for c in ("p50", "p99", "R")] \
-        + ["nDCG@10", "MRR@10"]
+    """The rows as text: latencies in milliseconds per query (one thread), recall against the reference."""
+    header = ["engine", "size", "build s", "MiB", "RSS MiB"] + \
+        [f"{c}@{k}" for k in ks for c in ("p50 ms", "p99 ms", "R")] + ["nDCG@10", "MRR@10"]
     lines = [" | ".join(header)]
     for row in rows:
         if "stopped" in row:
@@ -50,6 +79,8 @@ def table(rows: list[dict], ks: list[int]) -> str:
             cells += [f"{figures['p50_ms']:.2f}", f"{figures['p99_ms']:.2f}", f"{figures.get('recall', float('nan')):.4f}"]
         cells += [f"{row[m]:.4f}" if isinstance(row.get(m), float) else "-" for m in ("ndcg_cut_10", "mrr_10")]
         lines.append(" | ".join(cells))
+    if any(isinstance(row.get("ndcg_cut_10"), float) for row in rows):
+        lines.append(PREFIX_NOTE)
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ...core.hits import Run, TermMatch, run_precision
 from ...core.options import checked, float_in
-from ..base import IMPACTS, Engine, FromInputShards, index_command, recognised_folder, register
+from ..base import IMPACTS, Engine, FromInputShards, index_command, recognised_folder, recorded_input, register
 from .index import BMP_INDEX
 
 
@@ -47,7 +47,7 @@ class BmpEngine(FromInputShards, Engine):
         return {qid: [(docid, run_precision(score)) for docid, score in run.get(qid, [])] for qid in qids}
 
     def input_folder(self) -> Path:
-        return Path(str(self.index.manifest.get("input", "")))
+        return recorded_input(self.path, self.index.manifest)
 
     def document_side(self) -> dict | None:
         return self.index.manifest.get("encoder") or super().document_side()

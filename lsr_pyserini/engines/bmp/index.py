@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ...core.errors import InputError
 from ...core.hits import Ranking
+from ...core.indexes import input_location, shards_encoder_record
 from ...core.options import checked, float_in, positive_int
 from ...stores.base import StoreWriter, read_manifest, store_kind, write_manifest
 from ...stores.vectors import check_shards, read_vectors
@@ -79,9 +80,9 @@ def build_bmp_index(vectors: str, index: str, build: BmpBuild = BmpBuild(), over
         indexer.add_document(docid, {term: int(round(weight * scale)) for term, weight in vector.items()
                                      if round(weight * scale) > 0})
     indexer.finish()
-    manifest = {"format": FORMAT, "input": str(folder.resolve()), "documents": documents,
+    manifest = {"format": FORMAT, **input_location(folder, index), "documents": documents,
                 "largest_impact": largest, "scale": scale, "build": asdict(build),
-                "encoder": ((shards or {}).get("settings") or {}).get("encoder"),
+                "encoder": shards_encoder_record(shards),
                 "build_seconds": round(time.perf_counter() - started, 2)}
     write_manifest(building / MANIFEST, manifest)
     writer.publish(building)

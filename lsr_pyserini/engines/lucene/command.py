@@ -14,14 +14,15 @@ nothing, as `encode queries` announces. The index
 (`search --output FILE`) written to a temporary file renamed when complete, so neither is ever
 half-written; both are locked while written. An existing index or run is replaced only with the
 wrapper's own flag `--overwrite` (taken out of ARGS), and anything else at that path never is.
-An index built from `encode corpus` shards gets INDEX.lsr.json beside it, naming the shards'
-manifest and their quantisation (`"quantize": "int8"` or `"none"`, docs/quantization.md).
+An index holds lsr_index.json, its kind, and when built from `encode corpus` shards also their
+encoder, manifest and quantisation (`"quantize": "int8"` or `"none"`, docs/quantization.md).
 
 Before Pyserini searches, what it would get wrong without saying so stops in one line: an index
-the toolkit recorded as an impact index (INDEX.lsr.json, or `bm25aug index --scoring bow`) searched
+recorded or examined as an impact index (lsr_index.json, `bm25aug index --scoring bow`, its norms) searched
 without `--impact`, a `bm25aug` BM25 index searched with it, and a TSV topics line that is not
-`qid<TAB>text` (Pyserini would leave that query out of the run). An unrecorded index whose term
-frequencies look like impacts, searched without `--impact`, gets a warning. Pyserini's own
+`qid<TAB>text` (Pyserini would leave that query out of the run). An unrecorded index whose kind
+its norms do not tell but whose term frequencies look like impacts, searched without `--impact`,
+gets a warning. Pyserini's own
 `saving to RUN` line names the paths given, not the temporary ones. The topics file is checked against
 the index (core/topics.py: `encode queries`' record beside it; `--unrecorded-topics`, the wrapper's
 own flag, searches an unrecorded file that reads as text). What Pyserini reports by printing and
@@ -48,7 +49,7 @@ from pathlib import Path
 
 from ...core.cli import fail, run_main, warn
 from ...core.errors import InputError
-from ...core.indexes import BM25, IMPACT, encoding_record_path
+from ...core.indexes import BM25, IMPACT, encoding_record_path, legacy_record_path
 from ...core.jvm import JavaNotFound, start_jvm
 from ...core.options import positive_int
 from ...core.outputs import JSON_LINES, LUCENE_INDEX, TREC_RUN, Claim, atomic_write, claim_output
@@ -78,9 +79,19 @@ def neutral_topics_path(path: str, scratch: Path) -> str:
         with open(path, encoding="utf-8") as handle:
             lines = handle.readlines()
         refuse_untabbed_topic(path, lines)
+        from ...core.topics import header_warning, is_header
+
+        first = next((line_no for line_no, line in enumerate(lines) if line.strip()), None)
+        header = first is not None and is_header(lines[first].partition("\t")[0], True)
+        if header:
+            warn(header_warning(path, first + 1, lines[first].partition("\t")[0]))
+            lines = lines[:first] + lines[first + 1:]
+        if not any(line.strip() for line in lines):
+            raise InputError(f"{path}: no queries in it (only a header line)")
         kept = [line for line in lines if line.partition("\t")[2].strip()]
         if len(kept) < len(lines):
             warn(f"{path}: {len(lines) - len(kept)} queries have no text (no term); they retrieve nothing")
+        if header or len(kept) < len(lines):
             copy = scratch / "topics.tsv"
             copy.write_text("".join(kept), encoding="utf-8")
             return str(copy)
@@ -128,39 +139,41 @@ def claim_tool_output(tool: str, args: list[str], overwrite: bool) -> tuple[list
     return args[:position] + [str(temporary)] + args[position + 1:], claim, temporary
 
 
-def record_encoding(args: list[str], index: Path) -> None:
-    """Beside every index it builds, INDEX.lsr.json (core/indexes.py): its kind (`impact` when built
-    with --impact, else `bm25`), so that searchers can refuse a query of the wrong kind; for an
-    index of `encode corpus` shards also the shards' manifest and their quantisation
-    (`"quantize": "int8"` for int8 encodings, `"none"` for float32). A stale record of an earlier
-    index at that path is removed first."""
+def record_encoding(args: list[str], building: Path, index: Path) -> None:
+    """Inside every index it builds (`building`, renamed to `index` next), lsr_index.json
+    (core/indexes.py): its kind (`impact` when built with --impact, else `bm25`), so that searchers
+    can refuse a query of the wrong kind, wherever the folder is copied or moved; for an index of
+    `encode corpus` shards also their encoder and quantisation (`"quantize": "int8"` for int8
+    encodings, `"none"` for float32) and their manifest, relative to `index` and absolute. A stale
+    record of an earlier index at that path (beside it, as indexes built before kept it) is removed."""
     import json
 
-    record = encoding_record_path(index)
-    record.unlink(missing_ok=True)
+    stale = legacy_record_path(index)
+    stale.unlink(missing_ok=True)
     fields = {"kind": IMPACT if "--impact" in args or "-impact" in args else BM25}
     position = option_position(args, ("--input", "-input"))
     manifest = Path(args[position]).resolve() if position is not None else None
     manifest = manifest.with_name(manifest.name + ".manifest.json") if manifest else None
-    try:
-        encoder = json.loads(manifest.read_text())["settings"]["encoder"]
-    except (AttributeError, OSError, ValueError, KeyError, TypeError):
-        encoder = None  # not shards of ours (e.g. `prepare corpus` documents)
+    from ..base import manifest_encoder
+
+    encoder = manifest_encoder(manifest) if manifest is not None else None  # None: not shards of ours
     if encoder is not None:
-        fields.update({"shards_manifest": str(manifest), "encoder": encoder, "quantize": encoder.get("quantize", "none"),
+        fields.update({"shards_manifest": str(manifest),
+                       "shards_manifest_relative": os.path.relpath(manifest, index.resolve()),
+                       "encoder": encoder, "quantize": encoder.get("quantize", "none"),
                        **{k: v for k, v in encoder.items() if k.startswith("quantize_")}})
-    atomic_write(record, [json.dumps(fields, indent=2) + "\n"])
+    atomic_write(encoding_record_path(building), [json.dumps(fields, indent=2) + "\n"])
 
 
 IMPACT_LIKE_FREQUENCY = 10  # mean term frequency per posting: SciFact's BM25 index 1.6, its SPLADE-tiny index 70.7
 
 
 def recorded_scoring(index: Path) -> tuple[str, str] | None:
-    """("impact" or "bm25", what says so) for an index whose kind the toolkit recorded
-    (core/indexes.py): INDEX.lsr.json beside it (every index `lucene index` builds), or `bm25aug
-    index`'s INDEX/lsr_tokenizer.json (`--scoring bow`: impacts of 1; `bm25`: text); else None."""
-    from ...core.indexes import UNKNOWN, encoding_record, lucene_index_kind
-    from ...core.indexes import TOKENIZER_RECORD
+    """("impact" or "bm25", what says so) for an index whose kind can be told (core/indexes.py):
+    lsr_index.json in it (every index `lucene index` builds; INDEX.lsr.json beside it for indexes
+    built before), `bm25aug index`'s INDEX/lsr_tokenizer.json (`--scoring bow`: impacts of 1;
+    `bm25`: text), or else what its norms and term frequencies show; else None."""
+    from ...core.indexes import TOKENIZER_RECORD, UNKNOWN, encoding_record, lucene_index_kind, record_description
 
     try:
         kind = lucene_index_kind(index)
@@ -172,8 +185,12 @@ def recorded_scoring(index: Path) -> tuple[str, str] | None:
     if record is not None:
         built = "built from `encode corpus` shards" if record.get("shards_manifest") else \
             f"built {'with' if kind == IMPACT else 'without'} --impact"
-        return kind, f"{encoding_record_path(index).name} beside it: {built}"
-    return kind, f"{TOKENIZER_RECORD}: built by `bm25aug index --scoring {'bow' if kind == IMPACT else 'bm25'}`"
+        return kind, f"{record_description(index)}: {built}"
+    if (index / TOKENIZER_RECORD).is_file():
+        return kind, f"{TOKENIZER_RECORD}: built by `bm25aug index --scoring {'bow' if kind == IMPACT else 'bm25'}`"
+    shown = "every document's norm is 1 and term frequencies are impacts" if kind == IMPACT else \
+        "its norms are document lengths"
+    return kind, f"no record in it; examined: {shown}"
 
 
 def mean_term_frequency(index: Path) -> float | None:
@@ -343,6 +360,12 @@ def pyserini_names(kind: str) -> set[str]:
     return set(_base.topics_mapping if kind == "topics" else _base.qrels_mapping)
 
 
+def has_text(path: str) -> bool:
+    """Whether a file holds anything but blank lines (read until the first that is not)."""
+    with open(path, "rb") as handle:
+        return any(line.strip() for line in handle)
+
+
 def check_tool_inputs(tool: str, args: list[str]) -> None:
     """What Pyserini would report by printing (and exit 0, or end in a traceback) stops in one line
     before anything is written: an index, topics or qrels path that does not exist and is not one of
@@ -364,6 +387,8 @@ def check_tool_inputs(tool: str, args: list[str]) -> None:
                 args[position] not in pyserini_names("topics"):
             raise InputError(f"{args[position]}: no such topics file (nor the name of Pyserini topics)"
                              + ("" if os.path.isabs(args[position]) else f"; relative to {os.getcwd()}"))
+        if position is not None and os.path.isfile(args[position]) and not has_text(args[position]):
+            raise InputError(f"{args[position]}: no queries in it")  # Pyserini: "Topic ... Not Found"
     elif tool == "index":
         position = option_position(args, ("--input", "-input"))
         if position is not None:
@@ -448,9 +473,9 @@ def run_tool(tool: str, args: list[str], overwrite: bool = False, unrecorded_top
         failure = f"{module} wrote no {'index' if tool == 'index' else 'run'} (its messages above say why)"
     if claim is not None:
         if code == 0 and failure is None:
-            claim.replace_with(temporary)
             if tool == "index":
-                record_encoding(original, claim.path)
+                record_encoding(original, temporary, claim.path)
+            claim.replace_with(temporary)
         else:
             drop_tool_output(tool, claim, temporary)
     if failure is not None:

@@ -26,7 +26,7 @@ Explanations come from Lucene's own `IndexSearcher.explain` on the query Anserin
 the similarity it scores with: for `lucene` every term's contribution is query impact x document
 impact (their sum is the score before Anserini's tie adjustment, exactly); for `bm25` they are
 Lucene's per-term BM25 scores. Document text comes from the index's stored `raw` or `contents`
-field, else from the `encode corpus` shards the index was built from (`INDEX.lsr.json` names them).
+field, else from the `encode corpus` shards the index was built from (its `lsr_index.json` names them).
 """
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ import numpy as np
 
 from ...core.errors import InputError
 from ...core.hits import Run, TermMatch, adjust_ties, run_precision
-from ...core.indexes import BM25, IMPACT, encoding_record, is_lucene_index, is_remote, lucene_index_kind, shards_folder
+from ...core.indexes import (BM25, IMPACT, encoding_record, is_lucene_index, is_remote, lucene_index_kind,
+                             record_description, shards_folder, shards_manifest)
 from ...core.jvm import on_jvm_thread
 from ...stores.documents import document_fields
 from ..base import ENCODED, IMPACTS, TEXT, Engine, manifest_encoder, register, sorted_matches
@@ -186,7 +187,7 @@ class LuceneIndex:
         shards = self._shard_documents()
         if not shards:
             raise InputError(f"{self.path} stores no document text (build it with --storeRaw) and the "
-                             f"`encode corpus` shards it was built from are not beside its INDEX.lsr.json record")
+                             f"`encode corpus` shards it was built from are not where its record says")
         return shards.document(docid)
 
 
@@ -580,8 +581,14 @@ def recorded_encoder(index) -> dict | None:
     `encode corpus` shards it was built from (an index built elsewhere records none)."""
     record = encoding_record(index) or {}
     if isinstance(record.get("encoder"), dict):
-        return record["encoder"]
-    return manifest_encoder(record["shards_manifest"]) if record.get("shards_manifest") else None
+        encoder = record["encoder"]
+        if "preset" not in encoder:  # an index of before: the preset's name from the shards' manifest
+            manifest = shards_manifest(index)
+            preset = (manifest_encoder(manifest) or {}).get("preset") if manifest is not None else None
+            encoder = {**encoder, "preset": preset} if preset else encoder
+        return encoder
+    manifest = shards_manifest(index)
+    return manifest_encoder(manifest) if manifest is not None else None
 
 
 def check_lucene_index(index, engine: str) -> str:
@@ -601,7 +608,7 @@ def build_lucene(index: str, min_idf: float = 0) -> LuceneImpactEngine:
 def build_bm25(index: str, k1: float = PYSERINI_BM25[0], b: float = PYSERINI_BM25[1],
                pretokenized: bool = False) -> Bm25Engine:
     if check_lucene_index(index, "bm25") == IMPACT and not pretokenized:
-        raise InputError(f"{index} is an impact index (INDEX.lsr.json beside it): search it with an encoder "
+        raise InputError(f"{index} is an impact index ({record_description(index)}): search it with an encoder "
                          f"(engine 'lucene'), not with BM25")
     return Bm25Engine(index, k1, b, pretokenized)
 

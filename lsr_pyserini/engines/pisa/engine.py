@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...core.hits import Run, TermMatch
-from ..base import IMPACTS, Engine, FromInputShards, index_command, recognised_folder, register, shards_encoder
+from ..base import IMPACTS, Engine, FromInputShards, index_command, recognised_folder, recorded_input, register, shards_encoder
 from .index import DEFAULT_ALGORITHM, EXACT_ALGORITHMS, PISA_INDEX
 
 
@@ -47,7 +47,7 @@ class PisaEngine(FromInputShards, Engine):
         return {qid: run.get(qid, []) for qid in qids}
 
     def input_folder(self) -> Path:
-        return Path(str(self.searcher.manifest.get("input", "")))
+        return recorded_input(self.path, self.searcher.manifest)
 
     def document_side(self) -> dict | None:
         return self.searcher.manifest.get("encoder") or shards_encoder(self.input_folder())

@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.errors import InputError
+from ...core.indexes import input_location, shards_encoder_record
 from ...core.hits import Ranking, top_k_with_ties
 from ...core.outputs import atomic_write
 from ...stores.base import ShardedStoreWriter, range_positions, read_manifest, store_kind, write_manifest
@@ -176,8 +177,8 @@ def build_pisa_index(vectors: str, index: str, build: PisaBuild = PisaBuild(), o
     for scratch in ("inv.docs", "inv.freqs"):  # compressed now; the uncompressed copy is the largest file
         (building / scratch).unlink()
     manifest = {
-        "format": FORMAT, "input": str(folder.resolve()), **counts,
-        "encoder": ((shards or {}).get("settings") or {}).get("encoder"),
+        "format": FORMAT, **input_location(folder, index), **counts,
+        "encoder": shards_encoder_record(shards),
         "input_manifest": None if shards is None else {k: v for k, v in shards.items() if k != "environment"},
         "build": asdict(build), "pisa_version": _pisa_version(),
         "build_seconds": round(time.perf_counter() - started, 2),

@@ -71,14 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def seismic_documents_encoder(index: str) -> dict | None:
-    """The encoder of the shards a Seismic index was built from (its manifest's `input`), read
-    without loading the index; None when it records none."""
+    """The encoder of the shards a Seismic index was built from (recorded in its manifest, else read
+    from its `input` shards), read without loading the index; None when it records none."""
     import json
 
-    from ..base import shards_encoder
+    from ..base import recorded_input, shards_encoder
 
     try:
-        return shards_encoder(json.loads((Path(index) / MANIFEST).read_text(encoding="utf-8")).get("input"))
+        manifest = json.loads((Path(index) / MANIFEST).read_text(encoding="utf-8"))
+        return manifest.get("encoder") or shards_encoder(recorded_input(index, manifest))
     except (OSError, ValueError, AttributeError):
         return None  # not a Seismic index: SeismicIndex says so
 

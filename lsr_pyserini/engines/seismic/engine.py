@@ -11,7 +11,7 @@ import numpy as np
 
 from ...core.hits import Run, TermMatch, run_precision
 from ...core.options import checked, positive_float, positive_int
-from ..base import IMPACTS, Engine, FromInputShards, index_command, recognised_folder, register
+from ..base import IMPACTS, Engine, FromInputShards, index_command, recognised_folder, recorded_input, register
 from .index import SEISMIC_INDEX
 
 
@@ -54,7 +54,10 @@ class SeismicEngine(FromInputShards, Engine):
         return {qid: [(docid, run_precision(score)) for docid, score in run.get(qid, [])] for qid in qids}
 
     def input_folder(self) -> Path:
-        return Path(str(self.searcher.manifest.get("input", "")))
+        return recorded_input(self.path, self.searcher.manifest)
+
+    def document_side(self) -> dict | None:
+        return self.searcher.manifest.get("encoder") or super().document_side()
 
     def searched_terms(self, query: dict[str, int]) -> dict[str, float]:
         """The query terms Seismic scores: known to the index, weight > 0, the `query_cut` largest."""

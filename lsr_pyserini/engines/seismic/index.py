@@ -30,10 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from ...core.errors import InputError
+from ...core.indexes import input_location, shards_encoder_record
 from ...core.hits import Ranking, top_k_with_ties
 from ...core.outputs import atomic_write
 from ...stores.base import StoreWriter, read_manifest, store_kind, write_manifest
-from ...stores.vectors import read_impact_queries, read_vectors, vector_bytes, vector_files  # noqa: F401 (their old home)
+from ...stores.vectors import check_shards, read_impact_queries, read_vectors, vector_bytes, vector_files  # noqa: F401 (their old home)
 
 MANIFEST = "seismic.json"
 VOCABULARY = "vocabulary.json"
@@ -88,6 +89,7 @@ def build_seismic_index(vectors: str, index: str, build: SeismicBuild = SeismicB
     seismic = require_seismic()
     folder = Path(vectors)
     vector_files(folder)  # bad input before claiming the index
+    shards = check_shards(folder)  # their encoder, recorded in the index: it travels with the folder
     writer = SeismicIndexWriter(index, overwrite)
     started = time.perf_counter()
     vocabulary: dict[str, int] = {}
@@ -156,9 +158,10 @@ def build_seismic_index(vectors: str, index: str, build: SeismicBuild = SeismicB
         terms[position] = term
     atomic_write(building / VOCABULARY, [json.dumps(terms, ensure_ascii=False) + "\n"])
     manifest = {
-        "format": FORMAT, "input": str(folder.resolve()), "documents": len(docids), "empty_documents": empty,
+        "format": FORMAT, **input_location(folder, index), "documents": len(docids), "empty_documents": empty,
         "terms": len(vocabulary), "nonzeros": int(nonzeros), "longest_posting_list": longest,
         "integer_impacts": integer, "large_vocabulary": large,
+        "encoder": shards_encoder_record(shards),
         "build": {**asdict(build), "n_postings": n_postings, "n_postings_given": build.n_postings},
         "exact": bool(not pruned and build.summary_energy >= 1.0),
         "seismic_version": _seismic_version(), "build_seconds": round(time.perf_counter() - started, 2),
