@@ -1,0 +1,593 @@
+"""Which parameters does no test vary? `python tests/audit_defaults.py` lists them.
+
+A test that holds a parameter at its default cannot see that parameter ignored (DESIGN.md, Habits).
+This script lists every parameter a user sets and that no test gives a non-default value, and exits 1
+when one of them is neither a named, justified exception (EXCEPTIONS) nor a named open item (PENDING,
+listed with `--strict` as failures too). tests/test_audit.py runs it, so the README's test command
+(which CI runs) runs it.
+
+What it audits (built at run time: the commands' parsers are built, nothing is encoded or loaded):
+- every command flag: for each door `python -m lsr_pyserini.C` (lsr_pyserini/__main__.py's list), its
+  room's `build_parser()` (sub-commands included), or the parser its `main` builds (caught at
+  `parse_args`), plus any module-level `*_parser()` of the room (lucene's merge-runs) and the lucene
+  wrapper's own flags (the rest of `lucene`'s flags are Pyserini's, not this toolkit's). Flags whose
+  help is `argparse.SUPPRESS` (old spellings kept as aliases) and -h/--help are left out;
+- every keyword parameter with a default of the public API: `lsr_pyserini.__all__` (functions, and
+  classes' `__init__` and public methods; dataclass records Hit and TermMatch and the exception are
+  results, not parameters), the PyTerrier face's `__all__` the same way, and core/fusion.py's public
+  functions (the fusion options);
+- every engine option (the keyword arguments of each registered engine builder, with its default);
+- every re-ranker option (the re-ranker registry's `Option`s, per re-ranker; their default is "not
+  given": the family's own value).
+
+How a test "varies" a parameter (a static scan of tests/**/*.py; precision over cleverness):
+- tokens: in every call, list and tuple of a test file, its elements in order; a string constant that
+  holds "--" and a space is split like a shell line (so "search --hits 5" is three tokens); any other
+  expression (a name, an f-string's field) is an unknown value;
+- a flag of command C is varied when a file that names C (the string "C" as a literal, the module
+  `lsr_pyserini.C`, or its room's module path) has the token `--flag` followed by a value that differs
+  from the default (after the flag's own type is applied to the literal), or `--flag=VALUE`. An
+  unknown value counts only where the default is None or the flag is required (any value differs
+  from "not given"). A switch (store_true/false/const, BooleanOptionalAction) is varied by its
+  presence (`--flag`, or `--no-flag` for a default of True);
+- an API parameter is varied when a call whose callee's last name is the function's, class's or
+  method's name passes it (keyword `name=VALUE`, or positionally) a literal other than the default,
+  or an unknown value where the default is None/False;
+- an engine option `name` of engine E is varied, in a file that names E, by an `name=VALUE` piece of
+  a string (`--engine-option k1=0.5`, `"k1=0.5,b=0.3"`), a dict entry `"name": VALUE`, or a keyword
+  `name=VALUE`, VALUE differing from the builder's default (unknown values as above);
+- a re-ranker option of re-ranker R is varied, in a file that names R, by its flag with any value,
+  a dict entry `"dest": VALUE` or a keyword `dest=VALUE` (their default is "not given").
+Matching is by file, not by call (a flag of C given in a file that names C counts, whichever command
+that call runs), and sub-commands share their command's matches: a shared flag name can hide an
+ignored one. It never reports a parameter that is varied, so an entry it prints is real.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import io
+import importlib
+import inspect
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass, is_dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ROOT / "tests"
+UNKNOWN = object()  # a value the scan cannot read (a variable, an f-string field)
+NOT_GIVEN = object()  # a default of "not given" (re-ranker options)
+
+# The parameters no test varies, each with why none needs to. Keys are the lines the script prints.
+EXCEPTIONS: dict[str, str] = {
+}
+# Parameters no test varies yet and that should be: named here so that CI stays green while they are
+# open; `--strict` fails on them too. Drive this to empty.
+OPEN = "no test gives it a non-default value yet (issue 55, item 4)"
+PENDING: dict[str, str] = {
+    "api QueryEncoder device": OPEN,
+    "api QueryEncoder dtype": OPEN,
+    "api QueryEncoder.batch_encode progress": OPEN,
+    "api QueryEncoder.encode_floats progress": OPEN,
+    "api Searcher device": OPEN,
+    "api Searcher dtype": OPEN,
+    "api Searcher encoded": OPEN,
+    "api Searcher fusion": OPEN,
+    "api Searcher.search_encoded explain": OPEN,
+    "api Searcher.search_encoded k": OPEN,
+    "api Searcher.search_encoded threads": OPEN,
+    "api fusion.sort_ranking depth": OPEN,
+    "api pyterrier.DocEncoder text_field": OPEN,
+    "api pyterrier.Fusion depth": OPEN,
+    "api pyterrier.Fusion weights": OPEN,
+    "api pyterrier.Reranker fusion": OPEN,
+    "api pyterrier.Retriever engine": OPEN,
+    "api pyterrier.doc_encoder encoder": OPEN,
+    "api pyterrier.doc_encoder text_field": OPEN,
+    "api pyterrier.query_encoder encoder": OPEN,
+    "api start_jvm heap": OPEN,
+    "engine bm25 pretokenized": OPEN,
+    "engine lucene min_idf": OPEN,
+    "engine milvus drop_ratio_search": OPEN,
+    "engine milvus min_idf": OPEN,
+    "engine milvus replicas": OPEN,
+    "engine milvus token": OPEN,
+    "engine sharded min_idf": OPEN,
+    "flag bench --build-timeout": OPEN,
+    "flag bench --max-queries": OPEN,
+    "flag bench --remeasure": OPEN,
+    "flag bench --unrecorded-topics": OPEN,
+    "flag bm25aug queries --max-terms": OPEN,
+    "flag bmp search --alpha": OPEN,
+    "flag bmp search --beta": OPEN,
+    "flag bmp search --tag": OPEN,
+    "flag bmp search --threads": OPEN,
+    "flag bmp search --unrecorded-topics": OPEN,
+    "flag demo --query": OPEN,
+    "flag encode corpus --ray-address": OPEN,
+    "flag encode dense --ray-address": OPEN,
+    "flag encode queries --query-mode": OPEN,
+    "flag encode queries --query-weights": OPEN,
+    "flag fuse --rrf-k": OPEN,
+    "flag fuse --tag": OPEN,
+    "flag milvus index --index-algorithm": OPEN,
+    "flag milvus index --overwrite": OPEN,
+    "flag milvus index --shards": OPEN,
+    "flag milvus index --token-file": OPEN,
+    "flag milvus search --drop-ratio-search": OPEN,
+    "flag milvus search --min-idf": OPEN,
+    "flag milvus search --overwrite": OPEN,
+    "flag milvus search --rrf-k": OPEN,
+    "flag milvus search --tag": OPEN,
+    "flag milvus search --token-file": OPEN,
+    "flag milvus search --unrecorded-topics": OPEN,
+    "flag pisa index --block-size": OPEN,
+    "flag pisa index --encoding": OPEN,
+    "flag pisa search --algorithm": OPEN,
+    "flag pisa search --hits": OPEN,
+    "flag pisa search --tag": OPEN,
+    "flag pisa search --unrecorded-topics": OPEN,
+    "flag rerank --tag": OPEN,
+    "flag search --device": OPEN,
+    "flag search --tag": OPEN,
+    "flag search_dense --tag": OPEN,
+    "flag seismic index --centroid-fraction": OPEN,
+    "flag seismic index --doc-cut": OPEN,
+    "flag seismic index --large-vocabulary": OPEN,
+    "flag seismic index --max-fraction": OPEN,
+    "flag seismic index --min-cluster-size": OPEN,
+    "flag seismic index --n-postings": OPEN,
+    "flag seismic index --summary-energy": OPEN,
+    "flag seismic search --heap-factor": OPEN,
+    "flag seismic search --query-cut": OPEN,
+    "flag seismic search --tag": OPEN,
+    "flag serve --candidates": OPEN,
+    "flag serve --cors-origin": OPEN,
+    "flag serve --encoder-threads": OPEN,
+    "flag serve --interpolate": OPEN,
+    "flag serve --max-wait-ms": OPEN,
+    "flag serve --no-mcp": OPEN,
+    "flag serve --queue-size": OPEN,
+    "flag serve --reranker": OPEN,
+    "flag ssr embed --no-projection": OPEN,
+    "flag ssr fit --aux-k": OPEN,
+    "flag ssr fit --aux-weight": OPEN,
+    "flag ssr fit --seed": OPEN,
+    "flag train bgem3 --negatives-depth": OPEN,
+    "flag train bgem3 --save-every": OPEN,
+    "flag train bgem3 --sparse-init-bias": OPEN,
+    "flag train bgem3 --temperature": OPEN,
+    "flag train bgem3 --warmup-ratio": OPEN,
+    "flag train bm25aug --negatives-depth": OPEN,
+    "flag train bm25aug --no-augmentation": OPEN,
+    "flag train bm25aug --no-weighting": OPEN,
+    "flag train bm25aug --save-every": OPEN,
+    "flag train bm25aug --uniform-penalty": OPEN,
+    "flag train bm25aug --warmup-ratio": OPEN,
+    "flag train sparseembed --doc-top-k": OPEN,
+    "flag train sparseembed --flops-warmup-steps": OPEN,
+    "flag train sparseembed --lambda-d": OPEN,
+    "flag train sparseembed --lambda-q": OPEN,
+    "flag train sparseembed --lambda-w": OPEN,
+    "flag train sparseembed --negatives-depth": OPEN,
+    "flag train sparseembed --query-top-k": OPEN,
+    "flag train sparseembed --save-every": OPEN,
+    "flag train sparseembed --warmup-ratio": OPEN,
+    "flag train splade --flops-warmup-steps": OPEN,
+    "flag train splade --lambda-d": OPEN,
+    "flag train splade --lambda-q": OPEN,
+    "flag train splade --margin-mse-weight": OPEN,
+    "flag train splade --negatives-depth": OPEN,
+    "flag train splade --save-every": OPEN,
+    "flag train splade --warmup-ratio": OPEN,
+    "flag train ssr --negatives-depth": OPEN,
+    "flag train ssr --reconstruction-weight": OPEN,
+    "flag train ssr --save-every": OPEN,
+    "flag train ssr --score-scale": OPEN,
+    "flag train ssr --train-cls-weight": OPEN,
+    "flag train ssr --warmup-ratio": OPEN,
+    "flag train tilde --balanced": OPEN,
+    "flag train tilde --negatives-depth": OPEN,
+    "flag train tilde --save-every": OPEN,
+    "flag train tilde --warmup-ratio": OPEN,
+    "flag train tildev2 --margin-mse-weight": OPEN,
+    "flag train tildev2 --negatives-depth": OPEN,
+    "flag train tildev2 --no-in-batch": OPEN,
+    "flag train tildev2 --save-every": OPEN,
+    "flag train tildev2 --warmup-ratio": OPEN,
+}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    kind: str          # flag, api, engine, reranker
+    owner: str         # command (sub-command), function, engine or re-ranker
+    name: str          # --flag, keyword, option
+    default: object
+    mentions: tuple    # regexes: a test file must match one for a token in it to count
+    switch: str = ""   # a switch's flag that differs from its default (flags only)
+    kind_of: object = None  # the flag's argparse type (applied to a literal before comparing)
+
+    @property
+    def line(self) -> str:
+        return f"{self.kind} {self.owner} {self.name}"
+
+
+# ---- what is audited ---------------------------------------------------------------------------
+
+class _Caught(Exception):
+    def __init__(self, parser):
+        self.parser = parser
+
+
+def _parser_of_main(module) -> argparse.ArgumentParser | None:
+    """The parser `module.main` builds, caught where it parses (nothing after that runs)."""
+    original = argparse.ArgumentParser.parse_args, argparse.ArgumentParser.parse_known_args
+
+    def catch(self, *args, **kwargs):
+        raise _Caught(self)
+
+    argparse.ArgumentParser.parse_args = argparse.ArgumentParser.parse_known_args = catch
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            module.main(["--audit-defaults"])
+    except _Caught as caught:
+        return caught.parser
+    except BaseException:  # noqa: BLE001 (a main that does not use argparse: nothing to catch)
+        return None
+    finally:
+        argparse.ArgumentParser.parse_args, argparse.ArgumentParser.parse_known_args = original
+    return None
+
+
+def command_rooms() -> dict[str, str]:
+    """{command: the module that holds its parser}, from the doors' `forward_to(__name__, "ROOM")`."""
+    sys.path.insert(0, str(ROOT))
+    from lsr_pyserini.__main__ import command_files
+
+    rooms = {}
+    for name, path in command_files().items():
+        if path.name == "__main__.py":
+            rooms[name] = f"lsr_pyserini.{name}.__main__"
+            continue
+        forwarded = re.search(r'forward_to\(__name__, "([\w.]+)"\)', path.read_text(encoding="utf-8"))
+        rooms[name] = f"lsr_pyserini.{forwarded.group(1)}" if forwarded else f"lsr_pyserini.{name}"
+    return rooms
+
+
+# the lucene wrapper's own flags (taken out of the arguments before Pyserini's tools parse the rest)
+WRAPPER_FLAGS = {"lucene": ("--overwrite", "--unrecorded-topics")}
+
+
+def _walk(parser: argparse.ArgumentParser, owner: str):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, subparser in action.choices.items():
+                yield from _walk(subparser, f"{owner} {sub}")
+        elif action.option_strings and action.help != argparse.SUPPRESS \
+                and not isinstance(action, argparse._HelpAction):
+            yield owner, action
+
+
+def _switch(action) -> str:
+    if isinstance(action, argparse.BooleanOptionalAction):
+        positive = [flag for flag in action.option_strings if not flag.startswith("--no-")][-1]
+        return f"--no-{positive[2:]}" if action.default is True else positive
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._StoreConstAction,
+                           argparse._CountAction, argparse._AppendConstAction)):
+        return [flag for flag in action.option_strings if flag.startswith("--")][-1]
+    return ""
+
+
+def flag_parameters() -> list[Parameter]:
+    found = []
+    for command, room in command_rooms().items():
+        module = importlib.import_module(room)
+        parsers = []
+        builder = getattr(module, "build_parser", None)
+        parsers.append(builder() if builder else _parser_of_main(module))
+        parsers += [value() for key, value in vars(module).items()
+                    if key.endswith("_parser") and key != "build_parser" and inspect.isfunction(value)
+                    and value.__module__ == module.__name__]
+        mentions = (rf"""["']{re.escape(command)}["']""", rf"lsr_pyserini\.{command}\b", re.escape(room))
+        owner_of = {}
+        for parser in filter(None, parsers):
+            sub = "" if parser is parsers[0] else " " + parser.prog.split()[-1]
+            for owner, action in _walk(parser, command + sub):
+                flag = max(action.option_strings, key=len)
+                required = action.required or action.default is None
+                found.append(Parameter("flag", owner, flag, None if required else action.default, mentions,
+                                       _switch(action), action.type))
+                owner_of[flag] = owner
+        for flag in WRAPPER_FLAGS.get(command, ()):
+            found.append(Parameter("flag", command, flag, False, mentions, flag))
+    return sorted({parameter.line: parameter for parameter in found}.values(), key=lambda p: p.line)
+
+
+def _signature_parameters(owner: str, function, names: tuple) -> list[Parameter]:
+    mentions = tuple(rf"\b{re.escape(name)}\b" for name in names)
+    found = []
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.name in ("self", "cls") or parameter.default is inspect.Parameter.empty \
+                or parameter.kind in (parameter.VAR_KEYWORD, parameter.VAR_POSITIONAL):
+            continue
+        found.append(Parameter("api", owner, parameter.name, parameter.default, mentions))
+    return found
+
+
+def api_parameters() -> list[Parameter]:
+    import lsr_pyserini
+    import lsr_pyserini.core.fusion as fusion
+    import lsr_pyserini.pyterrier as pyterrier
+
+    faces = [(lsr_pyserini, lsr_pyserini.__all__, ""),
+             (pyterrier, pyterrier.__all__, "pyterrier."),
+             (fusion, [name for name, value in vars(fusion).items() if inspect.isfunction(value)
+                       and not name.startswith("_") and value.__module__ == fusion.__name__], "fusion.")]
+    found = []
+    for module, names, prefix in faces:
+        for name in names:
+            value = getattr(module, name)
+            if inspect.isclass(value):
+                if is_dataclass(value) or issubclass(value, BaseException):
+                    continue  # a result record or the error: no parameter a user sets
+                found += _signature_parameters(prefix + name, value.__init__, (name,))
+                for method_name, method in vars(value).items():
+                    if inspect.isfunction(method) and not method_name.startswith("_"):
+                        found += _signature_parameters(f"{prefix}{name}.{method_name}", method, (method_name,))
+            elif callable(value):
+                found += _signature_parameters(prefix + name, value, (name,))
+    return found
+
+
+def engine_parameters() -> list[Parameter]:
+    from lsr_pyserini.engines import ENGINES, available_engines
+
+    found = []
+    for engine in available_engines():
+        parameters = list(inspect.signature(ENGINES[engine]).parameters.values())[1:]  # after the index
+        for parameter in parameters:
+            if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                default = None if parameter.default is inspect.Parameter.empty else parameter.default
+                found.append(Parameter("engine", engine, parameter.name, default,
+                                       (rf"""["']{re.escape(engine)}["']""", rf"engine {re.escape(engine)}\b")))
+    return found
+
+
+def reranker_parameters() -> list[Parameter]:
+    from lsr_pyserini.models.registry import RERANKER_OPTIONS
+    from lsr_pyserini.rerankers import available_rerankers
+
+    found = []
+    for reranker in available_rerankers():
+        for option in RERANKER_OPTIONS.get(reranker, []):
+            found.append(Parameter("reranker", reranker, option.flag, NOT_GIVEN,
+                                   (rf"""["']{re.escape(reranker)}["']""", rf"--reranker {re.escape(reranker)}\b")))
+    return found
+
+
+def audited() -> list[Parameter]:
+    return flag_parameters() + api_parameters() + engine_parameters() + reranker_parameters()
+
+
+# ---- what the tests give -----------------------------------------------------------------------
+
+def _value(node):
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return -node.operand.value
+    if isinstance(node, (ast.Tuple, ast.List)):
+        values = tuple(_value(element) for element in node.elts)
+        return UNKNOWN if any(value is UNKNOWN for value in values) else values
+    return UNKNOWN
+
+
+def _tokens(node) -> list:
+    """A string that reads as a command line split into its words; another constant as itself."""
+    value = _value(node)
+    if isinstance(value, str) and "--" in value and " " in value.strip():
+        try:
+            return shlex.split(value)
+        except ValueError:
+            return value.split()
+    if isinstance(node, ast.JoinedStr):  # f"--hits {n} --output {path}": the constant words, fields unknown
+        words = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                words += part.value.split()
+            else:
+                words.append(UNKNOWN)
+        return words
+    return [value]
+
+
+@dataclass
+class TestFile:
+    path: Path
+    text: str
+    sequences: list   # token lists (calls' arguments, lists, tuples)
+    keywords: list    # (callee's last name, keyword, value)
+    positionals: list  # (callee's last name, index, value)
+    pairs: list       # (dict key, value) with a string key
+    strings: list     # every string constant
+
+
+def _callee(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def scan(path: Path) -> TestFile:
+    text = path.read_text(encoding="utf-8")
+    found = TestFile(path, text, [], [], [], [], [])
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Call):
+            found.sequences.append([token for arg in node.args for token in _tokens(arg)])
+            callee = _callee(node)
+            for keyword in node.keywords:
+                if keyword.arg:
+                    found.keywords.append((callee, keyword.arg, _value(keyword.value)))
+            for index, arg in enumerate(node.args):
+                found.positionals.append((callee, index, _value(arg)))
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            found.sequences.append([token for element in node.elts for token in _tokens(element)])
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    found.pairs.append((key.value, _value(value)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.strings.append(node.value)
+            found.sequences.append(_tokens(node) if "--" in node.value else [])
+    return found
+
+
+def _differs(value, default, kind_of=None) -> bool:
+    """Whether a value a test gives differs from the default (unknown: only from "not given")."""
+    if value is UNKNOWN:
+        return default is None or default is False or default is NOT_GIVEN
+    if default is NOT_GIVEN:
+        return True
+    if kind_of is not None and isinstance(value, str) and callable(kind_of):
+        try:
+            value = kind_of(value)
+        except Exception:  # noqa: BLE001 (a value its type refuses: a refusal test, not a variation)
+            return False
+    for candidate in (value, str(value)):
+        if candidate == default or (isinstance(default, (int, float)) and not isinstance(default, bool)
+                                    and _number(candidate) == default):
+            return False
+    if isinstance(default, (list, tuple)) and isinstance(value, str) and value == ",".join(map(str, default)):
+        return False
+    return True
+
+
+def _number(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _flag_values(test: TestFile, flag: str):
+    for sequence in test.sequences:
+        for index, token in enumerate(sequence):
+            if token == flag:
+                yield sequence[index + 1] if index + 1 < len(sequence) else UNKNOWN
+            elif isinstance(token, str) and token.startswith(flag + "="):
+                yield token.split("=", 1)[1]
+
+
+def _present(test: TestFile, flag: str) -> bool:
+    return any(flag in sequence for sequence in test.sequences)
+
+
+def _option_strings(test: TestFile, name: str):
+    pattern = re.compile(rf"(?:^|[\s,]){re.escape(name)}=([^\s,]*)")
+    for string in test.strings:
+        for match in pattern.finditer(string):
+            yield match.group(1)
+
+
+def varied(parameter: Parameter, tests: list[TestFile]) -> bool:
+    mentions = [re.compile(pattern) for pattern in parameter.mentions]
+    for test in tests:
+        if not any(pattern.search(test.text) for pattern in mentions):
+            continue
+        if parameter.kind == "flag":
+            if parameter.switch:
+                if _present(test, parameter.switch):
+                    return True
+            elif any(_differs(value, parameter.default, parameter.kind_of)
+                     for value in _flag_values(test, parameter.name)):
+                return True
+        elif parameter.kind == "api":
+            function = parameter.owner.split(".")[-1]
+            if any(callee == function and keyword == parameter.name and _differs(value, parameter.default)
+                   for callee, keyword, value in test.keywords):
+                return True
+            if any(callee == function and _differs(value, parameter.default)
+                   for callee, index, value in test.positionals if index == _position(parameter)):
+                return True
+        else:
+            name = parameter.name.lstrip("-").replace("-", "_")
+            if parameter.kind == "reranker" and any(True for _ in _flag_values(test, parameter.name)):
+                return True
+            if any(_differs(value, parameter.default) for value in _option_strings(test, name)) \
+                    or any(key == name and _differs(value, parameter.default) for key, value in test.pairs) \
+                    or any(keyword == name and _differs(value, parameter.default)
+                           for _, keyword, value in test.keywords):
+                return True
+    return False
+
+
+_POSITIONS: dict[str, int] = {}
+
+
+def _position(parameter: Parameter) -> int:
+    """The parameter's index among a call's positional arguments (-1: keyword-only)."""
+    return _POSITIONS.get(parameter.line, -1)
+
+
+def _record_positions() -> None:
+    import lsr_pyserini
+    import lsr_pyserini.core.fusion as fusion
+    import lsr_pyserini.pyterrier as pyterrier
+
+    for module, prefix in ((lsr_pyserini, ""), (pyterrier, "pyterrier."), (fusion, "fusion.")):
+        for name in getattr(module, "__all__", None) or [n for n in vars(module) if not n.startswith("_")]:
+            value = getattr(module, name, None)
+            functions = []
+            if inspect.isclass(value):
+                functions.append((prefix + name, value.__init__))
+                functions += [(f"{prefix}{name}.{key}", method) for key, method in vars(value).items()
+                              if inspect.isfunction(method)]
+            elif inspect.isfunction(value):
+                functions.append((prefix + name, value))
+            for owner, function in functions:
+                try:
+                    parameters = list(inspect.signature(function).parameters.values())
+                except (TypeError, ValueError):
+                    continue
+                positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                              and p.name not in ("self", "cls")]
+                for index, p in enumerate(positional):
+                    _POSITIONS[f"api {owner} {p.name}"] = index
+
+
+def test_files() -> list[TestFile]:
+    return [scan(path) for path in sorted(TESTS.rglob("*.py"))
+            if path.name not in ("audit_defaults.py", "mutants.py")]
+
+
+def unvaried() -> list[str]:
+    """The lines of the parameters no test varies."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    parameters = audited()
+    _record_positions()
+    tests = test_files()
+    return sorted({parameter.line for parameter in parameters if not varied(parameter, tests)})
+
+
+def main(argv: list[str] | None = None) -> int:
+    strict = "--strict" in (argv or [])
+    lines = unvaried()
+    unexplained = [line for line in lines if line not in EXCEPTIONS and line not in PENDING]
+    for line in lines:
+        why = EXCEPTIONS.get(line) or (f"PENDING: {PENDING[line]}" if line in PENDING else "NOT VARIED BY ANY TEST")
+        print(f"{line}\t{why}")
+    stale = sorted((set(EXCEPTIONS) | set(PENDING)) - set(lines))
+    for line in stale:
+        print(f"{line}\tSTALE: varied now or gone; take it out of the script's lists")
+    print(f"{len(lines)} not varied: {len(lines) - len(unexplained) - sum(l in PENDING for l in lines)} "
+          f"justified, {sum(l in PENDING for l in lines)} pending, {len(unexplained)} unexplained", file=sys.stderr)
+    failing = unexplained + stale + ([line for line in lines if line in PENDING] if strict else [])
+    return 1 if failing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
