@@ -231,3 +231,41 @@ def test_bench_measures_engines_on_prefixes_resumes_and_refuses_bad_input(sample
     for extra, message in cases:
         refused = run_tool("bench", *args, *extra)
         assert refused.returncode == 2 and message in refused.stderr and len(error_lines(refused)) == 1, refused.stderr
+
+
+def test_an_interrupted_build_rerun_on_other_shards_of_the_same_size_reads_them(tmp_path, monkeypatch):
+    """Interrupted after its first shard, the build is run again on shards rewritten in place with
+    other impacts (same file names, same byte counts): the finished part of the first input must not
+    be kept (a resume keyed by names and sizes alone would search the old impacts)."""
+    shards = tmp_path / "v"
+
+    def write(impact: int) -> dict:
+        vectors = {f"d{i:03d}": {"a": impact, f"t{i % 7}": 2} for i in range(40)}
+        for number in range(2):
+            write_shard(tmp_path / f"s{number}", dict(list(vectors.items())[20 * number: 20 * number + 20]))
+            shards.mkdir(exist_ok=True)
+            (tmp_path / f"s{number}" / "part-00000.jsonl").replace(shards / f"part-{number:05d}.jsonl")
+        return vectors
+
+    write(3)
+    original = engine._read_part
+    read = []
+
+    def interrupted(path, *args):
+        read.append(path.name)
+        if len(read) == 2:
+            raise KeyboardInterrupt
+        return original(path, *args)
+
+    monkeypatch.setattr(engine, "_read_part", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        engine.build_pisa_index(str(shards), str(tmp_path / "ix"))
+    release_outputs()
+    monkeypatch.setattr(engine, "_read_part", original)
+    vectors = write(4)  # same names and sizes, other impacts
+    with pytest.raises(InputError, match=r"ix\.partial: holds vectors encoded with other settings"):
+        engine.build_pisa_index(str(shards), str(tmp_path / "ix"))
+    release_outputs()
+    engine.build_pisa_index(str(shards), str(tmp_path / "ix"), overwrite=True)
+    query = {"a": 1}
+    assert engine.PisaIndex(str(tmp_path / "ix")).search([("q", query)], 40)["q"] == brute_force(vectors, query, 40)
