@@ -5,6 +5,7 @@ with SPLADE-tiny, the PISA run equals the Lucene run line for line with every ex
 and bad inputs are one line each. (All 300 SciFact test queries at depth 1000: tests/scifact_engines.py.)"""
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -269,3 +270,35 @@ def test_an_interrupted_build_rerun_on_other_shards_of_the_same_size_reads_them(
     engine.build_pisa_index(str(shards), str(tmp_path / "ix"), overwrite=True)
     query = {"a": 1}
     assert engine.PisaIndex(str(tmp_path / "ix")).search([("q", query)], 40)["q"] == brute_force(vectors, query, 40)
+
+
+def test_bench_rerun_on_other_input_reuses_none_of_its_kept_work(sample, tmp_path):
+    """bench keeps its indexes and measurements under --work (a run stopped part-way goes on): run
+    again with other shards it refuses that folder in one line instead of measuring the first
+    shards' index, and with the queries file edited in place it measures again."""
+    from lsr_pyserini.commands.bench.command import main
+
+    work, out, queries = tmp_path / "work", tmp_path / "bench.json", tmp_path / "queries.tsv"
+    queries.write_text((sample / "queries.tsv").read_text())
+    (tmp_path / "queries.tsv.lsr.json").write_text((sample / "queries.tsv.lsr.json").read_text())
+    args = ["--vectors", str(sample / "vectors"), "--queries", str(queries), "--engines", "pisa", "--k", "3",
+            "--work", str(work), "--json", str(out), "--quiet"]
+    main(args)
+    assert json.loads(out.read_text())["rows"][0]["queries"] == 7
+    other = tmp_path / "other"
+    other.mkdir()
+    for shard in (sample / "vectors").iterdir():  # the same documents, every impact doubled
+        lines = [json.loads(line) for line in shard.read_text().splitlines()]
+        shard_lines = [json.dumps({**line, "vector": {t: 2 * w for t, w in line["vector"].items()}}) for line in lines]
+        (other / shard.name).write_text("\n".join(shard_lines) + "\n")
+    manifest = json.loads((sample / "vectors.manifest.json").read_text())
+    for number, entry in manifest["shards"].items():
+        shard = (other / f"part-{int(number):05d}.jsonl").read_bytes()
+        entry.update(bytes=len(shard), sha256=hashlib.sha256(shard).hexdigest())
+    (tmp_path / "other.manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match=rf"--work {re.escape(str(work))}: holds the prefixes, indexes and "
+                                         rf"measurements of other shards \({re.escape(str(sample / 'vectors'))}\)"):
+        main([("" if arg == str(sample / "vectors") else arg) or str(other) for arg in args])
+    queries.write_text("".join(queries.read_text().splitlines(keepends=True)[:4]))  # the same file, edited
+    main(args)
+    assert json.loads(out.read_text())["rows"][0]["queries"] == 4
