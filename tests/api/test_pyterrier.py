@@ -142,3 +142,26 @@ def test_missing_columns_are_one_line_and_empty_frames_stay_empty(service_indexe
     assert "query_toks" in lsr.query_encoder("splade-tiny").transform(empty).columns
     with pytest.raises(InputError, match="Fusion: unknown method 'sum'"):
         lsr.Fusion(splade, splade, method="sum")
+
+
+def test_integer_query_ids_give_the_rankings_of_their_strings(service_indexes, topics, dense_store):
+    """Users pass qid as an integer column (pd.read_csv of numeric ids) as often as strings: every
+    transformer gives the rankings the string ids give, each query's own (a mix-up of 1 and "1"
+    would lose or cross them), and the query text stays with its query."""
+    topics = topics.assign(qid=[qid.lstrip("q") for qid in topics["qid"]])  # "1", "2", ...
+    numbered = topics.assign(qid=topics["qid"].astype(int))
+    assert numbered["qid"].dtype.kind == "i"
+    splade = lsr.Retriever(str(service_indexes["splade"]), encoder="splade-tiny", k=5)
+    expected = as_run(splade.transform(topics))
+    assert len(expected) == len(topics) and as_run(splade.transform(numbered)) == expected
+    encoded = lsr.query_encoder("splade-tiny").transform(numbered)
+    assert list(encoded["qid"]) == list(numbered["qid"]) and as_run(splade.transform(encoded)) == expected
+    first_stage = splade.transform(numbered).assign(qid=lambda frame: frame["qid"].astype(int))
+    rerank = lsr.Reranker("dense", store=str(dense_store))
+    reranked = rerank.transform(first_stage)
+    assert as_run(reranked) == as_run(rerank.transform(splade.transform(topics))) and len(as_run(reranked)) == len(topics)
+    texts = dict(zip(topics["qid"], topics["query"]))
+    assert all(texts[str(qid)] == query for qid, query in zip(reranked["qid"], reranked["query"]))
+    bm25 = lsr.Retriever(str(service_indexes["bm25"]), k=5)
+    assert as_run(lsr.Fusion(bm25, splade, method="rrf").transform(numbered)) == \
+        as_run(lsr.Fusion(bm25, splade, method="rrf").transform(topics))
