@@ -89,6 +89,9 @@ CASES = [
  ("SSR's one score drops the [CLS] term", "lsr_pyserini/models/ssr/sae.py",
   "return tokens + weight * query_cls @ doc_cls.T, tokens", "return tokens + 0 * weight * query_cls @ doc_cls.T, tokens",
   ["tests/models/test_ssr.py", "-k", "scores_equal_a_direct"]),
+ ("a command flag parsed but ignored: fuse --rrf-k", "lsr_pyserini/commands/fuse.py",
+  "rrf_k=args.rrf_k,", "rrf_k=RRF_K,",
+  ["tests/commands/test_flags_varied.py", "-k", "rrf_k"]),
 ]
 
 
