@@ -403,3 +403,26 @@ def test_exact_match_scores_and_tildev2_vectors(tiny_mlm, tmp_path):
     assert encoder.encode_queries(["vitamin d vitamin"])[0] == {"vitamin": 2.0, "d": 1.0}
     with pytest.raises(InputError, match="not a TILDEv2 checkpoint"):
         TildeV2Encoder(str(tiny_mlm)).encode_documents(["x"])
+
+
+def test_the_loops_flags_reach_the_loop(tiny_mlm, negatives, tmp_path, monkeypatch):
+    """--warmup-ratio, --save-every and --negatives-depth (read by every family: one loop, one data
+    path) at non-default values, each seen where it acts: the schedule's warm-up steps, the steps a
+    checkpoint is saved at, the negatives each query draws from."""
+    from lsr_pyserini.train import __main__ as command, loop
+
+    schedules, saved, data = [], [], []
+    linear, save, training_data = loop._linear_schedule, loop._save_checkpoint, command.TrainingData
+    monkeypatch.setattr(loop, "_linear_schedule", lambda total, warmup: schedules.append((total, warmup))
+                        or linear(total, warmup))
+    monkeypatch.setattr(loop, "_save_checkpoint", lambda path, model, optimizer, scheduler, step, *rest, **kw:
+                        saved.append(step) or save(path, model, optimizer, scheduler, step, *rest, **kw))
+    monkeypatch.setattr(command, "TrainingData", lambda *args: data.append(training_data(*args)) or data[-1])
+    command.main(["splade", "--queries", str(QUERIES), "--qrels", str(QRELS), "--corpus", str(CORPUS),
+                  "--negatives", str(negatives), "--output", str(tmp_path / "out"), "--base", str(tiny_mlm),
+                  "--batch-size", "2", "--max-steps", "3", "--doc-max-length", "16", "--query-max-length", "8",
+                  "--warmup-ratio", "0.5", "--save-every", "1", "--negatives-depth", "3", "--quiet"])
+    assert schedules == [(3, 1)]  # half of the 3 steps (rounded down) warm up, none at the default 0.1
+    assert saved == [1, 2]  # every step but the last (none at the default 50)
+    pools = data[0].negatives
+    assert pools and all(len(pool) <= 3 for pool in pools.values())  # of the top 3 (all 12 at the default 100)
