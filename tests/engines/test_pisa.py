@@ -302,3 +302,39 @@ def test_bench_rerun_on_other_input_reuses_none_of_its_kept_work(sample, tmp_pat
     queries.write_text("".join(queries.read_text().splitlines(keepends=True)[:4]))  # the same file, edited
     main(args)
     assert json.loads(out.read_text())["rows"][0]["queries"] == 4
+
+
+def test_index_and_search_flags_reach_pisa(sample, tmp_path):
+    """Every flag of `pisa index` and `pisa search` at a non-default value, its effect seen: the
+    compressed file PISA wrote (encoding, block size), the conjunctive algorithm's fewer documents,
+    the depth, the tag, and text topics searched only with --unrecorded-topics."""
+    from lsr_pyserini.engines.pisa.command import main
+
+    index = tmp_path / "pisa"
+    main(["index", "--input", str(sample / "vectors"), "--index", str(index), "--encoding", "block_optpfor",
+          "--block-size", "32", "--quiet"])
+    assert sorted(path.name for path in index.glob("quantized.*")) == ["quantized.q0.bmw.32",
+                                                                       "quantized.q0.bmw.32.block_optpfor"]
+    topics = ["--index", str(index), "--topics", str(sample / "queries.tsv")]
+    main(["search", *topics, "--output", str(tmp_path / "or.txt")])
+    main(["search", *topics, "--output", str(tmp_path / "and.txt"), "--algorithm", "ranked_and", "--hits", "2",
+          "--tag", "mine"])
+    every, both = read_run_lines(tmp_path / "or.txt"), read_run_lines(tmp_path / "and.txt")
+    assert every == read_run_lines(sample / "run.lucene.txt")  # the index of other encoding searches the same
+    assert sum(map(len, both.values())) < sum(min(2, len(ranking)) for ranking in every.values())
+    assert all(len(ranking) <= 2 for ranking in both.values())
+    assert {line.split()[5] for line in (tmp_path / "and.txt").read_text().splitlines()} == {"mine"}
+    text_topics = ["--index", str(index), "--topics", str(QUERIES)]
+    with pytest.raises(InputError, match="unrecorded-topics"):
+        main(["search", *text_topics, "--output", str(tmp_path / "text.txt")])
+    release_outputs()
+    main(["search", *text_topics, "--output", str(tmp_path / "text.txt"), "--unrecorded-topics"])
+    assert (tmp_path / "text.txt").read_text()
+
+
+def read_run_lines(path) -> dict[str, list[tuple[str, float]]]:
+    run: dict = {}
+    for line in path.read_text().splitlines():
+        qid, _, docid, _, score, _ = line.split()
+        run.setdefault(qid, []).append((docid, float(score)))
+    return run
