@@ -94,15 +94,27 @@ PENDING: dict[str, str] = {
     "flag bench --build-timeout": OPEN,
     "flag bench --max-queries": OPEN,
     "flag bench --remeasure": OPEN,
+    "flag bench --unrecorded-topics": OPEN,
+    "flag bm25aug index --model": OPEN,
+    "flag bm25aug index --shard-size": OPEN,
+    "flag bm25aug index --threads": OPEN,
     "flag bm25aug queries --max-terms": OPEN,
+    "flag bm25aug queries --threads": OPEN,
     "flag bmp search --alpha": OPEN,
     "flag bmp search --beta": OPEN,
+    "flag bmp search --tag": OPEN,
     "flag bmp search --threads": OPEN,
+    "flag bmp search --unrecorded-topics": OPEN,
     "flag demo --query": OPEN,
     "flag encode corpus --ray-address": OPEN,
+    "flag encode corpus --ray-gpus-per-actor": OPEN,
+    "flag encode dense --doc-prefix": OPEN,
+    "flag encode dense --query-prefix": OPEN,
     "flag encode dense --ray-address": OPEN,
+    "flag encode dense --ray-gpus-per-actor": OPEN,
     "flag encode queries --query-mode": OPEN,
     "flag encode queries --query-weights": OPEN,
+    "flag expand --max-length": OPEN,
     "flag milvus index --index-algorithm": OPEN,
     "flag milvus index --overwrite": OPEN,
     "flag milvus index --shards": OPEN,
@@ -114,9 +126,15 @@ PENDING: dict[str, str] = {
     "flag milvus search --tag": OPEN,
     "flag milvus search --token-file": OPEN,
     "flag milvus search --unrecorded-topics": OPEN,
+    "flag pisa search --threads": OPEN,
     "flag rerank --tag": OPEN,
+    "flag rerank --threads": OPEN,
+    "flag search --b": OPEN,
     "flag search --device": OPEN,
+    "flag search --dtype": OPEN,
+    "flag search_dense --batch-size": OPEN,
     "flag search_dense --tag": OPEN,
+    "flag search_dense --threads": OPEN,
     "flag seismic index --centroid-fraction": OPEN,
     "flag seismic index --doc-cut": OPEN,
     "flag seismic index --large-vocabulary": OPEN,
@@ -125,22 +143,34 @@ PENDING: dict[str, str] = {
     "flag seismic index --n-postings": OPEN,
     "flag seismic index --summary-energy": OPEN,
     "flag seismic search --heap-factor": OPEN,
+    "flag seismic search --hits": OPEN,
     "flag seismic search --query-cut": OPEN,
+    "flag seismic search --tag": OPEN,
+    "flag seismic search --threads": OPEN,
     "flag serve --candidates": OPEN,
     "flag serve --cors-origin": OPEN,
     "flag serve --encoder-threads": OPEN,
+    "flag serve --engine-option": OPEN,
     "flag serve --interpolate": OPEN,
     "flag serve --max-wait-ms": OPEN,
     "flag serve --no-mcp": OPEN,
     "flag serve --queue-size": OPEN,
     "flag serve --reranker": OPEN,
+    "flag serve --store": OPEN,
+    "flag serve --threads": OPEN,
     "flag ssr embed --no-projection": OPEN,
+    "flag ssr embed --threads": OPEN,
     "flag ssr fit --aux-k": OPEN,
     "flag ssr fit --aux-weight": OPEN,
     "flag ssr fit --seed": OPEN,
+    "flag ssr fit --threads": OPEN,
+    "flag ssr index --shard-size": OPEN,
+    "flag ssr index --threads": OPEN,
     "flag train bgem3 --sparse-init-bias": OPEN,
     "flag train bgem3 --temperature": OPEN,
+    "flag train bm25aug --lambda-aug": OPEN,
     "flag train bm25aug --no-augmentation": OPEN,
+    "flag train bm25aug --no-bm25": OPEN,
     "flag train bm25aug --no-weighting": OPEN,
     "flag train bm25aug --uniform-penalty": OPEN,
     "flag train sparseembed --doc-top-k": OPEN,
@@ -149,16 +179,20 @@ PENDING: dict[str, str] = {
     "flag train sparseembed --lambda-q": OPEN,
     "flag train sparseembed --lambda-w": OPEN,
     "flag train sparseembed --query-top-k": OPEN,
+    "flag train sparseembed --teacher-scale": OPEN,
     "flag train splade --flops-warmup-steps": OPEN,
     "flag train splade --lambda-d": OPEN,
     "flag train splade --lambda-q": OPEN,
     "flag train splade --margin-mse-weight": OPEN,
+    "flag train splade --teacher-scale": OPEN,
     "flag train ssr --reconstruction-weight": OPEN,
     "flag train ssr --score-scale": OPEN,
     "flag train ssr --train-cls-weight": OPEN,
     "flag train tilde --balanced": OPEN,
+    "flag train tildev2 --b": OPEN,
     "flag train tildev2 --margin-mse-weight": OPEN,
     "flag train tildev2 --no-in-batch": OPEN,
+    "flag train tildev2 --teacher-scale": OPEN,
 }
 
 
@@ -370,7 +404,7 @@ def _tokens(node) -> list:
 class TestFile:
     path: Path
     text: str
-    sequences: list   # token lists (calls' arguments, lists, tuples)
+    sequences: list   # (command or None, tokens): calls' arguments, lists, tuples, command-line strings
     keywords: list    # (callee's last name, keyword, value)
     positionals: list  # (callee's last name, index, value)
     pairs: list       # (dict key, value) with a string key
@@ -382,27 +416,95 @@ def _callee(node: ast.Call) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
-def scan(path: Path) -> TestFile:
+def _elements(node, consumed: set | None = None, nested: bool = True) -> list:
+    """The tokens of a call's arguments or a list's elements, with lists given inline (a call's
+    `main([...])`, `*[...]` anywhere) flattened, their nodes added to `consumed` (read once, as part
+    of this sequence). `nested` False: a list's own list or tuple elements (steps of a pipeline, each
+    its own command) stay sequences of their own."""
+    tokens = []
+    for element in node:
+        starred = isinstance(element, ast.Starred)
+        inner = element.value if starred else element
+        if isinstance(inner, (ast.List, ast.Tuple)) and (nested or starred):
+            if consumed is not None:
+                consumed.add(id(inner))
+            tokens += _elements(inner.elts, consumed, nested=False)
+        else:
+            if consumed is not None and isinstance(inner, ast.Constant):
+                consumed.add(id(inner))
+            tokens += _tokens(inner)
+    return tokens
+
+
+def _command_of(tokens: list, commands: dict[str, str]) -> str | None:
+    """The command a token sequence runs: `lsr_pyserini.C` anywhere in it, or C as its first string."""
+    strings = [token for token in tokens if isinstance(token, str)]
+    for token in strings:
+        if token.startswith("lsr_pyserini.") and token[len("lsr_pyserini."):] in commands:
+            return token[len("lsr_pyserini."):]
+    return strings[0] if strings and strings[0] in commands else None
+
+
+def _imported_mains(scope, modules: dict[str, str]) -> dict[str, str]:
+    """{local name: command} of the names `scope` imports from a command's room or door."""
+    names = {}
+    for node in ast.walk(scope):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:  # `from ROOM import main`, or `from lsr_pyserini import evaluate`
+                module = modules.get(node.module) or modules.get(f"{node.module}.{alias.name}")
+                if module is not None:
+                    names[alias.asname or alias.name] = module
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in modules and alias.asname:
+                    names[alias.asname] = modules[alias.name]
+    return names
+
+
+def scan(path: Path, commands: dict[str, str]) -> TestFile:
+    """`commands`: {command: its room module}. A call of a name imported (in the same function, or
+    at the top of the file) from a command's room or door is that command's; another sequence is
+    the command it names (`_command_of`), or None (counted for every command the file names)."""
     text = path.read_text(encoding="utf-8")
     found = TestFile(path, text, [], [], [], [], [])
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Call):
-            found.sequences.append([token for arg in node.args for token in _tokens(arg)])
-            callee = _callee(node)
-            for keyword in node.keywords:
-                if keyword.arg:
-                    found.keywords.append((callee, keyword.arg, _value(keyword.value)))
-            for index, arg in enumerate(node.args):
-                found.positionals.append((callee, index, _value(arg)))
-        elif isinstance(node, (ast.List, ast.Tuple)):
-            found.sequences.append([token for element in node.elts for token in _tokens(element)])
-        elif isinstance(node, ast.Dict):
-            for key, value in zip(node.keys, node.values):
-                if isinstance(key, ast.Constant) and isinstance(key.value, str):
-                    found.pairs.append((key.value, _value(value)))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            found.strings.append(node.value)
-            found.sequences.append(_tokens(node) if "--" in node.value else [])
+    modules = {room: command for command, room in commands.items()}
+    modules.update({f"lsr_pyserini.{command}": command for command in commands})
+    tree = ast.parse(text)
+    top = _imported_mains(ast.Module(body=[n for n in tree.body if isinstance(n, ast.ImportFrom)], type_ignores=[]),
+                          modules)
+    scopes = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    rest = ast.Module(body=[node for node in tree.body if node not in scopes], type_ignores=[])
+    consumed: set[int] = set()  # lists and strings already read as part of an enclosing sequence
+    for scope in [rest, *scopes]:
+        mains = {**top, **_imported_mains(scope, modules)}
+        for node in ast.walk(scope):  # breadth first: a call or a list before the lists inside it
+            if id(node) in consumed and isinstance(node, (ast.List, ast.Tuple)):
+                continue
+            if isinstance(node, ast.Call):
+                tokens = _elements(node.args, consumed)
+                callee = _callee(node)
+                func = node.func  # main(...) imported from a room, or evaluate.main(...) of a module imported
+                owner = mains.get(func.id) if isinstance(func, ast.Name) else \
+                    mains.get(func.value.id) if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                    else None
+                found.sequences.append((owner or _command_of(tokens, commands), tokens))
+                for keyword in node.keywords:
+                    if keyword.arg:
+                        found.keywords.append((callee, keyword.arg, _value(keyword.value)))
+                for index, arg in enumerate(node.args):
+                    found.positionals.append((callee, index, _value(arg)))
+            elif isinstance(node, (ast.List, ast.Tuple)):
+                tokens = _elements(node.elts, consumed, nested=False)
+                found.sequences.append((_command_of(tokens, commands), tokens))
+            elif isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values):
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                        found.pairs.append((key.value, _value(value)))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found.strings.append(node.value)
+                if "--" in node.value and " " in node.value.strip() and id(node) not in consumed:  # a command line
+                    tokens = _tokens(node)
+                    found.sequences.append((_command_of(tokens, commands), tokens))
     return found
 
 
@@ -433,8 +535,12 @@ def _number(value):
         return None
 
 
-def _flag_values(test: TestFile, flag: str):
-    for sequence in test.sequences:
+def _flag_values(test: TestFile, flag: str, command: str | None = None, named: bool = True):
+    """The values `flag` is given in `test`'s sequences of `command` (and, where the file names the
+    command, in those of no command); every sequence's when `command` is None."""
+    for owner, sequence in test.sequences:
+        if command is not None and owner != command and not (owner is None and named):
+            continue
         for index, token in enumerate(sequence):
             if token == flag:
                 yield sequence[index + 1] if index + 1 < len(sequence) else UNKNOWN
@@ -442,8 +548,9 @@ def _flag_values(test: TestFile, flag: str):
                 yield token.split("=", 1)[1]
 
 
-def _present(test: TestFile, flag: str) -> bool:
-    return any(flag in sequence for sequence in test.sequences)
+def _present(test: TestFile, flag: str, command: str, named: bool) -> bool:
+    return any(flag in sequence for owner, sequence in test.sequences
+               if owner == command or (owner is None and named))
 
 
 def _option_strings(test: TestFile, name: str):
@@ -453,36 +560,40 @@ def _option_strings(test: TestFile, name: str):
             yield match.group(1)
 
 
-def varied(parameter: Parameter, tests: list[TestFile]) -> bool:
+def varied(parameter: Parameter, tests: list[TestFile]) -> Path | None:
+    """The first test file that varies `parameter`, or None."""
     mentions = [re.compile(pattern) for pattern in parameter.mentions]
     for test in tests:
-        if not any(pattern.search(test.text) for pattern in mentions):
-            continue
+        named = any(pattern.search(test.text) for pattern in mentions)
         if parameter.kind == "flag":
+            command = parameter.owner.split()[0]
             if parameter.switch:
-                if _present(test, parameter.switch):
-                    return True
+                if _present(test, parameter.switch, command, named):
+                    return test.path
             elif any(_differs(value, parameter.default, parameter.kind_of)
-                     for value in _flag_values(test, parameter.name)):
-                return True
-        elif parameter.kind == "api":
+                     for value in _flag_values(test, parameter.name, command, named)):
+                return test.path
+            continue
+        if not named:
+            continue
+        if parameter.kind == "api":
             function = parameter.owner.split(".")[-1]
             if any(callee == function and keyword == parameter.name and _differs(value, parameter.default)
                    for callee, keyword, value in test.keywords):
-                return True
+                return test.path
             if any(callee == function and _differs(value, parameter.default)
                    for callee, index, value in test.positionals if index == _position(parameter)):
-                return True
+                return test.path
         else:
             name = parameter.name.lstrip("-").replace("-", "_")
             if parameter.kind == "reranker" and any(True for _ in _flag_values(test, parameter.name)):
-                return True
+                return test.path
             if any(_differs(value, parameter.default) for value in _option_strings(test, name)) \
                     or any(key == name and _differs(value, parameter.default) for key, value in test.pairs) \
                     or any(keyword == name and _differs(value, parameter.default)
                            for _, keyword, value in test.keywords):
-                return True
-    return False
+                return test.path
+    return None
 
 
 _POSITIONS: dict[str, int] = {}
@@ -520,7 +631,8 @@ def _record_positions() -> None:
 
 
 def test_files() -> list[TestFile]:
-    return [scan(path) for path in sorted(TESTS.rglob("*.py"))
+    commands = command_rooms()
+    return [scan(path, commands) for path in sorted(TESTS.rglob("*.py"))
             if path.name not in ("audit_defaults.py", "mutants.py")]
 
 
@@ -534,7 +646,16 @@ def unvaried() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    strict = "--strict" in (argv or [])
+    argv = argv or []
+    if argv[:1] == ["--why"]:  # --why "flag fuse --rrf-k": the test file that varies it
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        parameters = [parameter for parameter in audited() if parameter.line == " ".join(argv[1:])]
+        _record_positions()
+        tests = test_files()
+        for parameter in parameters:
+            print(parameter.line, "->", varied(parameter, tests) or "varied by no test")
+        return 0 if parameters else 1
+    strict = "--strict" in argv
     lines = unvaried()
     unexplained = [line for line in lines if line not in EXCEPTIONS and line not in PENDING]
     for line in lines:
