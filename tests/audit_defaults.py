@@ -98,8 +98,6 @@ PENDING: dict[str, str] = {
     "engine milvus token": OPEN,
     "engine sharded min_idf": OPEN,
     "flag bench --build-timeout": OPEN,
-    "flag bench --max-queries": OPEN,
-    "flag bench --remeasure": OPEN,
     "flag bench --unrecorded-topics": OPEN,
     "flag bm25aug index --model": OPEN,
     "flag bm25aug index --shard-size": OPEN,

@@ -302,6 +302,14 @@ def test_bench_rerun_on_other_input_reuses_none_of_its_kept_work(sample, tmp_pat
     queries.write_text("".join(queries.read_text().splitlines(keepends=True)[:4]))  # the same file, edited
     main(args)
     assert json.loads(out.read_text())["rows"][0]["queries"] == 4
+    main(args + ["--max-queries", "2"])
+    assert json.loads(out.read_text())["rows"][0]["queries"] == 2
+    (figures,) = work.rglob("figures.json")
+    kept = figures.stat().st_mtime_ns
+    main(args + ["--max-queries", "2"])
+    assert figures.stat().st_mtime_ns == kept  # kept: not measured again
+    main(args + ["--max-queries", "2", "--remeasure"])
+    assert figures.stat().st_mtime_ns != kept
 
 
 def test_index_and_search_flags_reach_pisa(sample, tmp_path):
