@@ -165,3 +165,47 @@ def test_integer_query_ids_give_the_rankings_of_their_strings(service_indexes, t
     bm25 = lsr.Retriever(str(service_indexes["bm25"]), k=5)
     assert as_run(lsr.Fusion(bm25, splade, method="rrf").transform(numbered)) == \
         as_run(lsr.Fusion(bm25, splade, method="rrf").transform(topics))
+
+
+class Fixed(pt.Transformer):
+    """A pipeline that gives one fixed ranking, whatever the topics."""
+
+    def __init__(self, rows):
+        self.frame = pd.DataFrame(rows, columns=["qid", "docno", "score"])
+
+    def transform(self, topics):
+        return self.frame.copy()
+
+
+def test_fusion_weights_and_depth_are_used():
+    from lsr_pyserini.core.fusion import fuse
+
+    one = Fixed([("1", "a", 3.0), ("1", "b", 2.0), ("1", "c", 1.0)])
+    two = Fixed([("1", "c", 9.0), ("1", "b", 5.0), ("1", "a", 1.0)])
+    topics = pd.DataFrame([("1", "text")], columns=["qid", "query"])
+    fused = as_run(lsr.Fusion(one, two, weights=[3.0, 1.0], method="minmax", depth=2).transform(topics))
+    runs = [as_run(one.transform(topics)), as_run(two.transform(topics))]
+    assert fused == fuse(runs, [3.0, 1.0], "minmax", depth=2) != fuse(runs, None, "minmax", depth=2)
+    assert [docid for docid, _ in fused["1"]] == ["a", "b"]  # 3 x run one outweighs run two; 2 kept of 3
+
+
+def test_reranker_and_searcher_fusion_and_the_encoders_settings_are_used(service_indexes, topics, dense_store,
+                                                                          tiny_preset):
+    import lsr_pyserini
+
+    splade = lsr.Retriever(str(service_indexes["splade"]), encoder="splade-tiny", k=10)
+    first = splade.transform(topics)
+    by_minmax = as_run(lsr.Reranker("dense", store=str(dense_store), interpolate=0.5).transform(first))
+    by_zscore = as_run(lsr.Reranker("dense", store=str(dense_store), interpolate=0.5, fusion="zscore").transform(first))
+    searcher = lsr_pyserini.Searcher(str(service_indexes["splade"]), encoder="splade-tiny", reranker="dense",
+                                     store=str(dense_store), interpolate=0.5, candidates=10, fusion="zscore")
+    hits = searcher.batch_search(list(topics["query"]), list(topics["qid"]), k=10)
+    assert by_zscore != by_minmax
+    assert by_zscore == {qid: [(h.docid, h.score) for h in ranking] for qid, ranking in hits.items() if ranking}
+    documents = pd.DataFrame([("d1", "protein folding", "a title about cells")], columns=["docno", "text", "title"])
+    by_text = lsr.doc_encoder("splade-tiny").transform(documents)["toks"][0]
+    by_title = lsr.doc_encoder("splade-tiny", text_field="title").transform(documents)["toks"][0]
+    assert by_title == lsr.DocEncoder("splade-tiny", text_field="title").transform(documents)["toks"][0] != by_text
+    assert lsr.doc_encoder(str(tiny_preset)).transform(documents)["toks"][0] != by_text
+    assert list(lsr.query_encoder(str(tiny_preset)).transform(topics)["query_toks"]) != \
+        list(lsr.query_encoder("splade-tiny").transform(topics)["query_toks"])
