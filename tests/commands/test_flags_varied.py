@@ -96,3 +96,16 @@ def test_search_encoded_k_threads_and_explain_are_used(service_indexes):
     assert asked == [(2, 2)]  # the depth and the threads reach the engine
     assert all(len(ranking) == 2 and all(hit.terms for hit in ranking) for ranking in hits.values())
     assert all(hit.terms is None for hit in searcher.search_encoded(texts, qids, queries, k=2)["a"])
+
+
+def test_search_device_and_dtype_reach_the_query_encoder(service_indexes, tmp_path):
+    from lsr_pyserini.commands.search import main
+    from lsr_pyserini.core.errors import InputError
+
+    common = ["--index", str(service_indexes["splade"]), "--encoder", "splade-tiny", "--topics", str(QUERIES),
+              "--hits", "5"]
+    main([*common, "--output", str(tmp_path / "plain.txt")])
+    main([*common, "--output", str(tmp_path / "bf16.txt"), "--dtype", "bfloat16"])
+    assert read_run(str(tmp_path / "bf16.txt")) != read_run(str(tmp_path / "plain.txt"))
+    with pytest.raises(InputError, match="cuda:99"):
+        main([*common, "--output", str(tmp_path / "absent.txt"), "--device", "cuda:99"])
