@@ -109,3 +109,13 @@ def test_search_device_and_dtype_reach_the_query_encoder(service_indexes, tmp_pa
     assert read_run(str(tmp_path / "bf16.txt")) != read_run(str(tmp_path / "plain.txt"))
     with pytest.raises(InputError, match="cuda:99"):
         main([*common, "--output", str(tmp_path / "absent.txt"), "--device", "cuda:99"])
+
+
+def test_search_bm25_b_changes_the_scores(service_indexes, tmp_path):
+    from lsr_pyserini.commands.search import main
+
+    common = ["--index", str(service_indexes["bm25"]), "--topics", str(QUERIES), "--hits", "5"]
+    main([*common, "--output", str(tmp_path / "default.txt")])
+    main([*common, "--output", str(tmp_path / "b.txt"), "--b", "1.0"])
+    default, flat = read_run(str(tmp_path / "default.txt")), read_run(str(tmp_path / "b.txt"))
+    assert default.keys() == flat.keys() and default != flat
