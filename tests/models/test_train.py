@@ -426,3 +426,40 @@ def test_the_loops_flags_reach_the_loop(tiny_mlm, negatives, tmp_path, monkeypat
     assert saved == [1, 2]  # every step but the last (none at the default 50)
     pools = data[0].negatives
     assert pools and all(len(pool) <= 3 for pool in pools.values())  # of the top 3 (all 12 at the default 100)
+
+
+# family -> (flags every run of the family gets, [flags at a non-default value, one run each]): each run's
+# final loss must differ from the run without them (two steps; a flag parsed and ignored leaves it equal)
+LOSS_FLAGS = {
+    "splade": (["--teacher", "NEGATIVES"], [["--lambda-d", "0.5"], ["--lambda-q", "0.5"], ["--flops-warmup-steps", "1"],
+                                            ["--margin-mse-weight", "0.5"]]),
+    "sparseembed": ([], [["--lambda-d", "0.5"], ["--lambda-q", "0.5"], ["--lambda-w", "0.5"],
+                         ["--flops-warmup-steps", "1"], ["--doc-top-k", "5"], ["--query-top-k", "3"]]),
+    "tildev2": (["--teacher", "NEGATIVES", "--bm25-prior-weight", "0.5"],
+                [["--b", "0.2"], ["--no-in-batch"], ["--margin-mse-weight", "0.5"]]),
+    "tilde": ([], [["--balanced"]]),
+    "bm25aug": ([], [["--lambda-aug", "0.5"], ["--no-augmentation"], ["--no-weighting"], ["--uniform-penalty"],
+                     ["--no-bm25"]]),
+    "bgem3": ([], [["--temperature", "0.5"], ["--sparse-init-bias", "1.0"]]),
+}
+
+
+@pytest.mark.parametrize("family", sorted(LOSS_FLAGS))
+def test_each_loss_flag_changes_the_loss(family, tiny_mlm, negatives, tmp_path):
+    from lsr_pyserini.core.outputs import release_outputs
+    from lsr_pyserini.train.__main__ import main
+
+    common, varied = LOSS_FLAGS[family]
+    common = [str(negatives) if flag == "NEGATIVES" else flag for flag in common]
+
+    def final_loss(*flags) -> float:
+        out = tmp_path / "out"
+        main([family, "--queries", str(QUERIES), "--qrels", str(QRELS), "--corpus", str(CORPUS), "--negatives",
+              str(negatives), "--output", str(out), "--base", str(tiny_mlm), "--batch-size", "2", "--max-steps", "2",
+              "--quiet", "--overwrite", *common, *flags])
+        release_outputs()
+        return json.loads((out / "lsr_training.json").read_text())["final"]["loss"]
+
+    default = final_loss()
+    for flags in varied:
+        assert final_loss(*flags) != default, flags
