@@ -126,8 +126,6 @@ PENDING: dict[str, str] = {
     "flag milvus search --token-file": OPEN,
     "flag milvus search --unrecorded-topics": OPEN,
     "flag search --batch-size": OPEN,
-    "flag search --k1": OPEN,
-    "flag search --overwrite": OPEN,
     "flag search --unrecorded-topics": OPEN,
     "flag search_dense --batch-size": OPEN,
     "flag serve --candidates": OPEN,

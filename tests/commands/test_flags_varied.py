@@ -111,11 +111,21 @@ def test_search_device_and_dtype_reach_the_query_encoder(service_indexes, tmp_pa
         main([*common, "--output", str(tmp_path / "absent.txt"), "--device", "cuda:99"])
 
 
-def test_search_bm25_b_changes_the_scores(service_indexes, tmp_path):
+def test_search_bm25_k1_b_and_overwrite(service_indexes, tmp_path):
+    """--k1 and --b change BM25's scores; --overwrite replaces a run that is refused without it."""
     from lsr_pyserini.commands.search import main
+    from lsr_pyserini.core.errors import InputError
 
     common = ["--index", str(service_indexes["bm25"]), "--topics", str(QUERIES), "--hits", "5"]
     main([*common, "--output", str(tmp_path / "default.txt")])
     main([*common, "--output", str(tmp_path / "b.txt"), "--b", "1.0"])
-    default, flat = read_run(str(tmp_path / "default.txt")), read_run(str(tmp_path / "b.txt"))
-    assert default.keys() == flat.keys() and default != flat
+    main([*common, "--output", str(tmp_path / "k1.txt"), "--k1", "3.0"])
+    default = read_run(str(tmp_path / "default.txt"))
+    for other in ("b.txt", "k1.txt"):
+        assert read_run(str(tmp_path / other)).keys() == default.keys() and read_run(str(tmp_path / other)) != default
+    release_outputs()
+    with pytest.raises(InputError, match="--overwrite"):
+        main([*common, "--output", str(tmp_path / "b.txt")])
+    release_outputs()
+    main([*common, "--output", str(tmp_path / "b.txt"), "--overwrite"])
+    assert read_run(str(tmp_path / "b.txt")) == default
