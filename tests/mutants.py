@@ -99,6 +99,9 @@ CASES = [
  ("an index's own record (inside its folder) ignored: a copied impact index loses its encoder", "lsr_pyserini/core/indexes.py",
   "    for path in (encoding_record_path(index), legacy_record_path(index)):", "    for path in (legacy_record_path(index),):",
   ["tests/api/test_api.py", "-k", "copied_moved_or_renamed"]),
+ ("a command flag parsed but ignored: fuse --rrf-k", "lsr_pyserini/commands/fuse.py",
+  "rrf_k=args.rrf_k,", "rrf_k=RRF_K,",
+  ["tests/commands/test_flags_varied.py", "-k", "rrf_k"]),
 ]
 
 

@@ -334,3 +334,27 @@ def test_encoder_options_are_the_query_encoders_declared_settings_for_every_fami
     made.clear()
     AugmentedBm25Queries(settings, "index", {})  # nothing given: the checkpoint's own (AugmentedQueries' defaults)
     assert made == {"model": "m"}
+
+
+def test_search_dense_and_rerank_take_their_tag_and_threads(sample_indexes, tmp_path):
+    """--tag names the run; --threads sets torch's thread count for the query encoder and re-ranker
+    (read back after each command: this process runs them)."""
+    import torch
+
+    from lsr_pyserini.commands.rerank import main as rerank_main
+    from lsr_pyserini.core.outputs import release_outputs
+    from lsr_pyserini.engines.dense.command import main as search_dense_main
+
+    def tags(path):
+        return {line.split()[5] for line in path.read_text().splitlines()}
+
+    try:
+        search_dense_main(["--store", str(sample_indexes / "dense"), "--queries", str(QUERIES), "--hits", "3",
+                           "--output", str(tmp_path / "dense.txt"), "--tag", "mine", "--threads", "3"])
+        assert tags(tmp_path / "dense.txt") == {"mine"} and torch.get_num_threads() == 3
+        rerank_main(["--reranker", "dense", "--run", str(sample_indexes / "run.bm25.txt"), "--queries", str(QUERIES),
+                     "--store", str(sample_indexes / "dense"), "--output", str(tmp_path / "reranked.txt"),
+                     "--tag", "ours", "--threads", "2"])
+        assert tags(tmp_path / "reranked.txt") == {"ours"} and torch.get_num_threads() == 2
+    finally:
+        release_outputs()

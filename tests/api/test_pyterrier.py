@@ -159,3 +159,70 @@ def test_indexer_builds_an_index_that_searches_as_the_commands_index(service_ind
     assert lsr.Retriever(path, encoder="splade-tiny").searcher.engine.name == engine and len(ours) > 12
     with pytest.raises(InputError, match="already exists .give overwrite=True"):
         lsr.Indexer(path, encoder="splade-tiny", engine=engine).index(documents)
+
+
+def test_integer_query_ids_give_the_rankings_of_their_strings(service_indexes, topics, dense_store):
+    """Users pass qid as an integer column (pd.read_csv of numeric ids) as often as strings: every
+    transformer gives the rankings the string ids give, each query's own (a mix-up of 1 and "1"
+    would lose or cross them), and the query text stays with its query."""
+    topics = topics.assign(qid=[qid.lstrip("q") for qid in topics["qid"]])  # "1", "2", ...
+    numbered = topics.assign(qid=topics["qid"].astype(int))
+    assert numbered["qid"].dtype.kind == "i"
+    splade = lsr.Retriever(str(service_indexes["splade"]), encoder="splade-tiny", k=5)
+    expected = as_run(splade.transform(topics))
+    assert len(expected) == len(topics) and as_run(splade.transform(numbered)) == expected
+    encoded = lsr.query_encoder("splade-tiny").transform(numbered)
+    assert list(encoded["qid"]) == list(numbered["qid"]) and as_run(splade.transform(encoded)) == expected
+    first_stage = splade.transform(numbered).assign(qid=lambda frame: frame["qid"].astype(int))
+    rerank = lsr.Reranker("dense", store=str(dense_store))
+    reranked = rerank.transform(first_stage)
+    assert as_run(reranked) == as_run(rerank.transform(splade.transform(topics))) and len(as_run(reranked)) == len(topics)
+    texts = dict(zip(topics["qid"], topics["query"]))
+    assert all(texts[str(qid)] == query for qid, query in zip(reranked["qid"], reranked["query"]))
+    bm25 = lsr.Retriever(str(service_indexes["bm25"]), k=5)
+    assert as_run(lsr.Fusion(bm25, splade, method="rrf").transform(numbered)) == \
+        as_run(lsr.Fusion(bm25, splade, method="rrf").transform(topics))
+
+
+class Fixed(pt.Transformer):
+    """A pipeline that gives one fixed ranking, whatever the topics."""
+
+    def __init__(self, rows):
+        self.frame = pd.DataFrame(rows, columns=["qid", "docno", "score"])
+
+    def transform(self, topics):
+        return self.frame.copy()
+
+
+def test_fusion_weights_and_depth_are_used():
+    from lsr_pyserini.core.fusion import fuse
+
+    one = Fixed([("1", "a", 3.0), ("1", "b", 2.0), ("1", "c", 1.0)])
+    two = Fixed([("1", "c", 9.0), ("1", "b", 5.0), ("1", "a", 1.0)])
+    topics = pd.DataFrame([("1", "text")], columns=["qid", "query"])
+    fused = as_run(lsr.Fusion(one, two, weights=[3.0, 1.0], method="minmax", depth=2).transform(topics))
+    runs = [as_run(one.transform(topics)), as_run(two.transform(topics))]
+    assert fused == fuse(runs, [3.0, 1.0], "minmax", depth=2) != fuse(runs, None, "minmax", depth=2)
+    assert [docid for docid, _ in fused["1"]] == ["a", "b"]  # 3 x run one outweighs run two; 2 kept of 3
+
+
+def test_reranker_and_searcher_fusion_and_the_encoders_settings_are_used(service_indexes, topics, dense_store,
+                                                                          tiny_preset):
+    import lsr_pyserini
+
+    splade = lsr.Retriever(str(service_indexes["splade"]), encoder="splade-tiny", k=10)
+    first = splade.transform(topics)
+    by_minmax = as_run(lsr.Reranker("dense", store=str(dense_store), interpolate=0.5).transform(first))
+    by_zscore = as_run(lsr.Reranker("dense", store=str(dense_store), interpolate=0.5, fusion="zscore").transform(first))
+    searcher = lsr_pyserini.Searcher(str(service_indexes["splade"]), encoder="splade-tiny", reranker="dense",
+                                     store=str(dense_store), interpolate=0.5, candidates=10, fusion="zscore")
+    hits = searcher.batch_search(list(topics["query"]), list(topics["qid"]), k=10)
+    assert by_zscore != by_minmax
+    assert by_zscore == {qid: [(h.docid, h.score) for h in ranking] for qid, ranking in hits.items() if ranking}
+    documents = pd.DataFrame([("d1", "protein folding", "a title about cells")], columns=["docno", "text", "title"])
+    by_text = lsr.doc_encoder("splade-tiny").transform(documents)["toks"][0]
+    by_title = lsr.doc_encoder("splade-tiny", text_field="title").transform(documents)["toks"][0]
+    assert by_title == lsr.DocEncoder("splade-tiny", text_field="title").transform(documents)["toks"][0] != by_text
+    assert lsr.doc_encoder(str(tiny_preset)).transform(documents)["toks"][0] != by_text
+    assert list(lsr.query_encoder(str(tiny_preset)).transform(topics)["query_toks"]) != \
+        list(lsr.query_encoder("splade-tiny").transform(topics)["query_toks"])

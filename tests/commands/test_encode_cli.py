@@ -164,3 +164,48 @@ def test_ctrl_c_keeps_complete_shards_and_the_same_command_resumes(tiny_preset, 
     assert subprocess.run(fresh_command, cwd=REPO, capture_output=True).returncode == 0
     assert shard_records(out) == shard_records(fresh)
     assert json.loads(manifest_path(out).read_text())["documents_written"] == 600
+
+
+def test_an_interrupted_encode_rerun_on_an_edited_corpus_keeps_none_of_the_old_shards(tiny_preset, tmp_path,
+                                                                                       monkeypatch):
+    """Ctrl-C after the first shard, then the corpus is edited in place (same ids, same byte count,
+    other texts) and the command run again: the shard of the old texts is not resumed from (one-line
+    refusal naming the input), and --overwrite encodes the new texts only."""
+    from lsr_pyserini.commands.encode import main
+    from lsr_pyserini.core import writer as writer_module
+    from lsr_pyserini.core.errors import InputError, Interrupted
+    from lsr_pyserini.core.outputs import release_outputs
+
+    corpus, out = tmp_path / "corpus.jsonl", tmp_path / "vectors"
+
+    def write_corpus(word: str) -> None:
+        corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": f"{word} number {i}"}) + "\n" for i in range(6)))
+
+    write_corpus("alpha")
+    argv = ["corpus", "--encoder", str(tiny_preset), "--input", str(corpus), "--output", str(out),
+            "--shard-size", "3", "--threads", "1", "--quiet"]
+    original, written = writer_module.ShardWriter.write_shard, []
+
+    def interrupted(self, index, records):
+        if written:
+            raise KeyboardInterrupt
+        written.append(index)
+        return original(self, index, records)
+
+    monkeypatch.setattr(writer_module.ShardWriter, "write_shard", interrupted)
+    with pytest.raises(Interrupted):
+        main(argv)
+    release_outputs()
+    monkeypatch.setattr(writer_module.ShardWriter, "write_shard", original)
+    assert [p.name for p in out.iterdir()] == ["part-00000.jsonl"]
+    stat = os.stat(corpus)
+    write_corpus("omega")  # the same size, other texts
+    os.utime(corpus, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    assert os.stat(corpus).st_size == stat.st_size
+    with pytest.raises(InputError, match="holds shards encoded with other settings.*input_mtime_ns"):
+        main(argv)
+    release_outputs()
+    main(argv + ["--overwrite"])
+    release_outputs()
+    texts = [record["contents"] for record in shard_records(out)]
+    assert texts == [f"omega number {i}" for i in range(6)]

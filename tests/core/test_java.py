@@ -147,3 +147,15 @@ print(java.on_jvm_thread(meet_nulls) if sys.argv[1] == "through-the-jvm-thread" 
     assert guarded.returncode == 0 and guarded.stdout.split() == ["200"], guarded.stderr[-2000:]
     unguarded = run("directly")
     assert unguarded.returncode == -11, (unguarded.returncode, unguarded.stdout, unguarded.stderr[-2000:])
+
+
+def test_start_jvm_heap_is_the_jvms_maximum_heap():
+    """`start_jvm(heap)` takes effect when the JVM starts, once per process: a process of its own
+    (this one's JVM is started already), which reads the JVM's maximum heap back."""
+    script = ("from lsr_pyserini import start_jvm; start_jvm(heap='96m'); from jnius import autoclass; "
+              "print(autoclass('java.lang.Runtime').getRuntime().maxMemory())")
+    env = {key: value for key, value in os.environ.items() if key != "LSR_PYSERINI_JAVA_HEAP"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, env=env,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert 64 * 2**20 < int(done.stdout.split()[-1]) <= 96 * 2**20  # the JVM's default would be a share of RAM

@@ -5,6 +5,7 @@ with SPLADE-tiny, the PISA run equals the Lucene run line for line with every ex
 and bad inputs are one line each. (All 300 SciFact test queries at depth 1000: tests/scifact_engines.py.)"""
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import sys
@@ -231,3 +232,117 @@ def test_bench_measures_engines_on_prefixes_resumes_and_refuses_bad_input(sample
     for extra, message in cases:
         refused = run_tool("bench", *args, *extra)
         assert refused.returncode == 2 and message in refused.stderr and len(error_lines(refused)) == 1, refused.stderr
+
+
+def test_an_interrupted_build_rerun_on_other_shards_of_the_same_size_reads_them(tmp_path, monkeypatch):
+    """Interrupted after its first shard, the build is run again on shards rewritten in place with
+    other impacts (same file names, same byte counts): the finished part of the first input must not
+    be kept (a resume keyed by names and sizes alone would search the old impacts)."""
+    shards = tmp_path / "v"
+
+    def write(impact: int) -> dict:
+        vectors = {f"d{i:03d}": {"a": impact, f"t{i % 7}": 2} for i in range(40)}
+        for number in range(2):
+            write_shard(tmp_path / f"s{number}", dict(list(vectors.items())[20 * number: 20 * number + 20]))
+            shards.mkdir(exist_ok=True)
+            (tmp_path / f"s{number}" / "part-00000.jsonl").replace(shards / f"part-{number:05d}.jsonl")
+        return vectors
+
+    write(3)
+    original = engine._read_part
+    read = []
+
+    def interrupted(path, *args):
+        read.append(path.name)
+        if len(read) == 2:
+            raise KeyboardInterrupt
+        return original(path, *args)
+
+    monkeypatch.setattr(engine, "_read_part", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        engine.build_pisa_index(str(shards), str(tmp_path / "ix"))
+    release_outputs()
+    monkeypatch.setattr(engine, "_read_part", original)
+    vectors = write(4)  # same names and sizes, other impacts
+    with pytest.raises(InputError, match=r"ix\.partial: holds vectors encoded with other settings"):
+        engine.build_pisa_index(str(shards), str(tmp_path / "ix"))
+    release_outputs()
+    engine.build_pisa_index(str(shards), str(tmp_path / "ix"), overwrite=True)
+    query = {"a": 1}
+    assert engine.PisaIndex(str(tmp_path / "ix")).search([("q", query)], 40)["q"] == brute_force(vectors, query, 40)
+
+
+def test_bench_rerun_on_other_input_reuses_none_of_its_kept_work(sample, tmp_path):
+    """bench keeps its indexes and measurements under --work (a run stopped part-way goes on): run
+    again with other shards it refuses that folder in one line instead of measuring the first
+    shards' index, and with the queries file edited in place it measures again."""
+    from lsr_pyserini.commands.bench.command import main
+
+    work, out, queries = tmp_path / "work", tmp_path / "bench.json", tmp_path / "queries.tsv"
+    queries.write_text((sample / "queries.tsv").read_text())
+    (tmp_path / "queries.tsv.lsr.json").write_text((sample / "queries.tsv.lsr.json").read_text())
+    args = ["--vectors", str(sample / "vectors"), "--queries", str(queries), "--engines", "pisa", "--k", "3",
+            "--work", str(work), "--json", str(out), "--quiet"]
+    main(args)
+    assert json.loads(out.read_text())["rows"][0]["queries"] == 7
+    other = tmp_path / "other"
+    other.mkdir()
+    for shard in (sample / "vectors").iterdir():  # the same documents, every impact doubled
+        lines = [json.loads(line) for line in shard.read_text().splitlines()]
+        shard_lines = [json.dumps({**line, "vector": {t: 2 * w for t, w in line["vector"].items()}}) for line in lines]
+        (other / shard.name).write_text("\n".join(shard_lines) + "\n")
+    manifest = json.loads((sample / "vectors.manifest.json").read_text())
+    for number, entry in manifest["shards"].items():
+        shard = (other / f"part-{int(number):05d}.jsonl").read_bytes()
+        entry.update(bytes=len(shard), sha256=hashlib.sha256(shard).hexdigest())
+    (tmp_path / "other.manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match=rf"--work {re.escape(str(work))}: holds the prefixes, indexes and "
+                                         rf"measurements of other shards \({re.escape(str(sample / 'vectors'))}\)"):
+        main([("" if arg == str(sample / "vectors") else arg) or str(other) for arg in args])
+    queries.write_text("".join(queries.read_text().splitlines(keepends=True)[:4]))  # the same file, edited
+    main(args)
+    assert json.loads(out.read_text())["rows"][0]["queries"] == 4
+    main(args + ["--max-queries", "2"])
+    assert json.loads(out.read_text())["rows"][0]["queries"] == 2
+    (figures,) = work.rglob("figures.json")
+    kept = figures.stat().st_mtime_ns
+    main(args + ["--max-queries", "2"])
+    assert figures.stat().st_mtime_ns == kept  # kept: not measured again
+    main(args + ["--max-queries", "2", "--remeasure"])
+    assert figures.stat().st_mtime_ns != kept
+
+
+def test_index_and_search_flags_reach_pisa(sample, tmp_path):
+    """Every flag of `pisa index` and `pisa search` at a non-default value, its effect seen: the
+    compressed file PISA wrote (encoding, block size), the conjunctive algorithm's fewer documents,
+    the depth, the tag, and text topics searched only with --unrecorded-topics."""
+    from lsr_pyserini.engines.pisa.command import main
+
+    index = tmp_path / "pisa"
+    main(["index", "--input", str(sample / "vectors"), "--index", str(index), "--encoding", "block_optpfor",
+          "--block-size", "32", "--quiet"])
+    assert sorted(path.name for path in index.glob("quantized.*")) == ["quantized.q0.bmw.32",
+                                                                       "quantized.q0.bmw.32.block_optpfor"]
+    topics = ["--index", str(index), "--topics", str(sample / "queries.tsv")]
+    main(["search", *topics, "--output", str(tmp_path / "or.txt")])
+    main(["search", *topics, "--output", str(tmp_path / "and.txt"), "--algorithm", "ranked_and", "--hits", "2",
+          "--tag", "mine"])
+    every, both = read_run_lines(tmp_path / "or.txt"), read_run_lines(tmp_path / "and.txt")
+    assert every == read_run_lines(sample / "run.lucene.txt")  # the index of other encoding searches the same
+    assert sum(map(len, both.values())) < sum(min(2, len(ranking)) for ranking in every.values())
+    assert all(len(ranking) <= 2 for ranking in both.values())
+    assert {line.split()[5] for line in (tmp_path / "and.txt").read_text().splitlines()} == {"mine"}
+    text_topics = ["--index", str(index), "--topics", str(QUERIES)]
+    with pytest.raises(InputError, match="unrecorded-topics"):
+        main(["search", *text_topics, "--output", str(tmp_path / "text.txt")])
+    release_outputs()
+    main(["search", *text_topics, "--output", str(tmp_path / "text.txt"), "--unrecorded-topics"])
+    assert (tmp_path / "text.txt").read_text()
+
+
+def read_run_lines(path) -> dict[str, list[tuple[str, float]]]:
+    run: dict = {}
+    for line in path.read_text().splitlines():
+        qid, _, docid, _, score, _ = line.split()
+        run.setdefault(qid, []).append((docid, float(score)))
+    return run

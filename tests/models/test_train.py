@@ -403,3 +403,63 @@ def test_exact_match_scores_and_tildev2_vectors(tiny_mlm, tmp_path):
     assert encoder.encode_queries(["vitamin d vitamin"])[0] == {"vitamin": 2.0, "d": 1.0}
     with pytest.raises(InputError, match="not a TILDEv2 checkpoint"):
         TildeV2Encoder(str(tiny_mlm)).encode_documents(["x"])
+
+
+def test_the_loops_flags_reach_the_loop(tiny_mlm, negatives, tmp_path, monkeypatch):
+    """--warmup-ratio, --save-every and --negatives-depth (read by every family: one loop, one data
+    path) at non-default values, each seen where it acts: the schedule's warm-up steps, the steps a
+    checkpoint is saved at, the negatives each query draws from."""
+    from lsr_pyserini.train import __main__ as command, loop
+
+    schedules, saved, data = [], [], []
+    linear, save, training_data = loop._linear_schedule, loop._save_checkpoint, command.TrainingData
+    monkeypatch.setattr(loop, "_linear_schedule", lambda total, warmup: schedules.append((total, warmup))
+                        or linear(total, warmup))
+    monkeypatch.setattr(loop, "_save_checkpoint", lambda path, model, optimizer, scheduler, step, *rest, **kw:
+                        saved.append(step) or save(path, model, optimizer, scheduler, step, *rest, **kw))
+    monkeypatch.setattr(command, "TrainingData", lambda *args: data.append(training_data(*args)) or data[-1])
+    command.main(["splade", "--queries", str(QUERIES), "--qrels", str(QRELS), "--corpus", str(CORPUS),
+                  "--negatives", str(negatives), "--output", str(tmp_path / "out"), "--base", str(tiny_mlm),
+                  "--batch-size", "2", "--max-steps", "3", "--doc-max-length", "16", "--query-max-length", "8",
+                  "--warmup-ratio", "0.5", "--save-every", "1", "--negatives-depth", "3", "--quiet"])
+    assert schedules == [(3, 1)]  # half of the 3 steps (rounded down) warm up, none at the default 0.1
+    assert saved == [1, 2]  # every step but the last (none at the default 50)
+    pools = data[0].negatives
+    assert pools and all(len(pool) <= 3 for pool in pools.values())  # of the top 3 (all 12 at the default 100)
+
+
+# family -> (flags every run of the family gets, [flags at a non-default value, one run each]): each run's
+# final loss must differ from the run without them (two steps; a flag parsed and ignored leaves it equal)
+LOSS_FLAGS = {
+    "splade": (["--teacher", "NEGATIVES"], [["--lambda-d", "0.5"], ["--lambda-q", "0.5"], ["--flops-warmup-steps", "1"],
+                                            ["--margin-mse-weight", "0.5"]]),
+    "sparseembed": ([], [["--lambda-d", "0.5"], ["--lambda-q", "0.5"], ["--lambda-w", "0.5"],
+                         ["--flops-warmup-steps", "1"], ["--doc-top-k", "5"], ["--query-top-k", "3"]]),
+    "tildev2": (["--teacher", "NEGATIVES", "--bm25-prior-weight", "0.5"],
+                [["--b", "0.2"], ["--no-in-batch"], ["--margin-mse-weight", "0.5"]]),
+    "tilde": ([], [["--balanced"]]),
+    "bm25aug": ([], [["--lambda-aug", "0.5"], ["--no-augmentation"], ["--no-weighting"], ["--uniform-penalty"],
+                     ["--no-bm25"]]),
+    "bgem3": ([], [["--temperature", "0.5"], ["--sparse-init-bias", "1.0"]]),
+}
+
+
+@pytest.mark.parametrize("family", sorted(LOSS_FLAGS))
+def test_each_loss_flag_changes_the_loss(family, tiny_mlm, negatives, tmp_path):
+    from lsr_pyserini.core.outputs import release_outputs
+    from lsr_pyserini.train.__main__ import main
+
+    common, varied = LOSS_FLAGS[family]
+    common = [str(negatives) if flag == "NEGATIVES" else flag for flag in common]
+
+    def final_loss(*flags) -> float:
+        out = tmp_path / "out"
+        main([family, "--queries", str(QUERIES), "--qrels", str(QRELS), "--corpus", str(CORPUS), "--negatives",
+              str(negatives), "--output", str(out), "--base", str(tiny_mlm), "--batch-size", "2", "--max-steps", "2",
+              "--quiet", "--overwrite", *common, *flags])
+        release_outputs()
+        return json.loads((out / "lsr_training.json").read_text())["final"]["loss"]
+
+    default = final_loss()
+    for flags in varied:
+        assert final_loss(*flags) != default, flags

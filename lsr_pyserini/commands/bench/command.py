@@ -19,7 +19,8 @@ option `queries=N` searches only the first N queries with that engine (for slow 
 Sizes are prefixes of the shards in their order (default: the whole collection); each is built once
 under --work (a prefix's shards are hard links of the whole shards and one cut shard), with every
 index, and the measurements are kept there too: a run interrupted goes on where it stopped, a kept
-measurement taken with other --k, queries or query limit is measured again, and --remeasure measures
+measurement taken with other --k, queries (or the queries file edited) or query limit is measured again, a
+--work made from other shards (or these rewritten) is refused, and --remeasure measures
 everything again on indexes already built. Every build is the toolkit's own command, timed
 whole (wall seconds, start-up included). Every search runs in its own process, one query at a time on
 one thread, after 100 untimed queries; its resident memory is that process's (and its children's:
@@ -37,8 +38,8 @@ from ...core.cli import QUIET_HELP, quiet_messages, run_main
 from ...core.errors import InputError
 from ...core.options import positive_int
 from ...core.topics import TEXT
-from .measure import (Spec, build, growth_exponent, index_bytes, index_path, measure, measured_with, parse_numbers,
-                      parse_spec, prefix, score, shard_counts, text_prefix, worker)
+from .measure import (Spec, build, claim_work, growth_exponent, index_bytes, index_path, measure, measured_with,
+                      parse_numbers, parse_spec, prefix, score, shard_counts, text_prefix, worker)
 from .plot import plot, table
 
 
@@ -131,8 +132,8 @@ def main(argv: list[str] | None = None) -> None:
     from ...core.environment import cpu_kind, cpu_model, environment
 
     work = Path(args.work)
-    work.mkdir(parents=True, exist_ok=True)
     folder = Path(args.vectors)
+    claim_work(work, folder)
     # recall is measured against the first exact engine of impact scores listed (Lucene's run, by default)
     reference = next((spec for spec in specs if spec.exact), None)
     rows: list[dict] = []

@@ -233,9 +233,43 @@ def index_bytes(index: Path) -> int:
 
 def measured_with(spec: Spec, queries_path: str, ks: list[int], max_queries: int | None) -> dict:
     """What a measurement depends on besides its index: kept in its figures, so a stored measurement
-    taken with other depths, queries or a query limit is measured again, not reused."""
-    return {"queries": str(Path(queries_path).resolve()), "ks": ks,
+    taken with other depths, queries (another file, or the same file edited) or a query limit is
+    measured again, not reused."""
+    from ...core.readers import input_identity
+
+    identity = input_identity(queries_path)
+    return {"queries": identity["input"], "queries_bytes": identity.get("input_bytes"),
+            "queries_mtime_ns": identity.get("input_mtime_ns"), "ks": ks,
             "max_queries": min(filter(None, (spec.queries, max_queries)), default=None)}
+
+
+WORK_RECORD = "inputs.json"
+
+
+def claim_work(work: Path, folder: Path) -> None:
+    """Refuse a --work folder whose prefixes and indexes were made from other shards (another folder,
+    or shards rewritten since): they would be measured as if they were this input's. The first run
+    records its shards (name, bytes, modification time) in WORK/inputs.json."""
+    from ...stores.vectors import vector_files
+
+    shards = {"vectors": str(folder.resolve()),
+              "shards": {str(path.relative_to(folder)): [path.stat().st_size, path.stat().st_mtime_ns]
+                         for path in vector_files(folder)}}
+    record = work / WORK_RECORD
+    if record.is_file():
+        try:
+            recorded = json.loads(record.read_text())
+        except ValueError:
+            recorded = None
+        if recorded != shards:
+            before = recorded.get("vectors") if isinstance(recorded, dict) else None
+            what = (f"{before} as its shards were before they were rewritten" if before == shards["vectors"]
+                    else f"other shards ({before})")
+            raise InputError(f"--work {work}: holds the prefixes, indexes and measurements of {what}: "
+                             f"give another --work, or remove it to measure again")
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(shards, indent=1) + "\n")
 
 
 def measure(spec: Spec, index: Path, queries_path: str, ks: list[int], runs: Path, result: Path,

@@ -147,8 +147,11 @@ def build_pisa_index(vectors: str, index: str, build: PisaBuild = PisaBuild(), o
     shards = check_shards(folder)  # bad input before claiming the index
     files = vector_files(folder)
     started = time.perf_counter()
+    # what a resume is keyed by: each shard's name, size and modification time (a shard rewritten in
+    # place, even to the same size, is other input: its finished part is not kept)
     writer = PisaIndexWriter(index, {"input": str(folder.resolve()), "files": [str(f.relative_to(folder)) for f in files],
-                                     "bytes": [f.stat().st_size for f in files]}, overwrite)
+                                     "bytes": [f.stat().st_size for f in files],
+                                     "mtimes_ns": [f.stat().st_mtime_ns for f in files]}, overwrite)
     done = 0
     seen: set[str] = set()  # docids of the shards read in this run (the rest are checked at the end)
     for number, path in enumerate(files):
