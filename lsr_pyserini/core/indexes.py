@@ -34,6 +34,7 @@ IMPACT, BM25, UNKNOWN = "impact", "bm25", "unknown"
 TOKENIZER_RECORD = "lsr_tokenizer.json"  # a WordPiece BM25 index's tokenizer (kernels/wordpiece_bm25.py)
 EXAMINED_DOCUMENTS = 10_000  # norms read per index (from its first documents) when it has no record
 CONTENTS = "contents"
+EXAMINED_TERMS = 2_000  # terms read from an impact index with no record, checked against the encoder's vocabulary
 
 
 def is_remote(index: str | Path) -> bool:
@@ -146,6 +147,41 @@ def _examine(folder: str) -> str:
             return UNKNOWN
         postings = reader.getSumDocFreq(CONTENTS)
         return IMPACT if reader.getSumTotalTermFreq(CONTENTS) > postings else UNKNOWN
+    finally:
+        reader.close()
+
+
+def index_terms(folder: str | Path, limit: int = EXAMINED_TERMS) -> list[str]:
+    """About `limit` terms of the `contents` field, spread over each segment's term dictionary
+    (every n-th term, so that a prefix of one alphabet does not stand for all). Starts the JVM."""
+    from .jvm import on_jvm_thread
+
+    return on_jvm_thread(_index_terms, str(folder), limit)
+
+
+def _index_terms(folder: str, limit: int) -> list[str]:
+    from jnius import autoclass
+
+    reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
+        autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.nio.file.Paths").get(folder)))
+    try:
+        leaves = reader.leaves().toArray()
+        found = set()
+        for leaf in leaves:  # each segment's dictionary, sampled evenly
+            terms = leaf.reader().terms(CONTENTS)
+            if terms is None or terms.size() <= 0:
+                continue
+            share = max(1, limit // len(leaves))
+            step, iterator, position, taken = max(1, int(terms.size()) // share), terms.iterator(), 0, 0
+            while taken < share:
+                term = iterator.next()
+                if term is None:
+                    break
+                if position % step == 0:
+                    found.add(term.utf8ToString())
+                    taken += 1
+                position += 1
+        return sorted(found)
     finally:
         reader.close()
 

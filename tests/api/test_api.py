@@ -249,12 +249,36 @@ def test_a_copied_moved_or_renamed_impact_index_is_searched_as_the_original(samp
             lsr_pyserini.Searcher(str(bare), **kwargs)
     searcher = lsr_pyserini.Searcher(str(bare), encoder="splade-tiny")
     assert as_lines(searcher.batch_search(texts, qids, k=10), "Anserini") == expected
+    # which encoder, examined: the sample-vocabulary model's tokens hold few of splade-tiny's terms
+    with pytest.raises(InputError, match=r"records no encoder, and its terms are not encoder .*'s vocabulary"):
+        lsr_pyserini.Searcher(str(bare), encoder="splade-tiny", encoder_options={"model": str(tiny_mlm)})
     text = tmp_path / "text"  # a BM25 index without its record: examined as BM25
     shutil.copytree(sample_indexes / "bm25", text)
     (text / "lsr_index.json").unlink()
     assert lsr_pyserini.Searcher(str(text)).engine.name == "bm25"
     with pytest.raises(InputError, match="is a BM25 index"):
         lsr_pyserini.Searcher(str(text), encoder="splade-tiny", engine="lucene")
+
+
+def test_an_index_whose_kind_cannot_be_told_is_refused_not_assumed(tmp_path):
+    """No record, every norm 1 and every term frequency 1 (impacts of 1; or BM25 over one-word
+    documents): neither BM25 nor impacts is assumed, with an encoder or without."""
+    import json
+
+    import lsr_pyserini
+
+    vectors = tmp_path / "vectors"
+    vectors.mkdir()
+    (vectors / "part-0.jsonl").write_text("".join(
+        json.dumps({"id": f"d{i}", "contents": "", "vector": {word: 1}}) + "\n"
+        for i, word in enumerate(["alpha", "beta", "gamma"])))
+    run_tool("lucene", "index", "--collection", "JsonVectorCollection", "--input", vectors, "--index",
+             tmp_path / "unit", "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
+             "--threads", "1", check=True)
+    (tmp_path / "unit" / "lsr_index.json").unlink(missing_ok=True)
+    for kwargs in [{}, {"encoder": "splade-tiny"}, {"engine": "bm25"}, {"engine": "lucene", "encoder": "splade-tiny"}]:
+        with pytest.raises(InputError, match="cannot tell whether it holds impacts or BM25 term frequencies"):
+            lsr_pyserini.Searcher(str(tmp_path / "unit"), **kwargs)
 
 
 def test_search_command_equals_the_commands_and_refuses_bad_input_in_one_line(sample_indexes, tmp_path):

@@ -41,7 +41,7 @@ import numpy as np
 
 from ...core.errors import InputError
 from ...core.hits import Run, TermMatch, adjust_ties, run_precision
-from ...core.indexes import (BM25, IMPACT, encoding_record, is_lucene_index, is_remote, lucene_index_kind,
+from ...core.indexes import (BM25, CONTENTS, IMPACT, encoding_record, is_lucene_index, is_remote, lucene_index_kind,
                              record_description, shards_folder, shards_manifest)
 from ...core.jvm import on_jvm_thread
 from ...stores.documents import document_fields
@@ -372,6 +372,8 @@ class LuceneImpactEngine(Engine):
         if lucene_index_kind(index) == BM25:
             raise InputError(f"{index} is a BM25 index: search it without an encoder (encoder {encoder!r} gives "
                              f"impacts, which BM25 term frequencies do not match)")
+        if not isinstance(index, list) and settings.get("family") != ENCODED and recorded_encoder(index) is None:
+            check_vocabulary(index, settings, encoder)
 
     def document_side(self) -> dict | None:
         return recorded_encoder(self.path)
@@ -591,11 +593,44 @@ def recorded_encoder(index) -> dict | None:
     return manifest_encoder(manifest) if manifest is not None else None
 
 
+# families whose impact terms are their tokenizer's tokens: an index with no record of its encoder
+# is checked against the tokenizer's vocabulary; any other family's cannot be told, and is refused
+TOKEN_TERM_FAMILIES = ("splade", "tildev2", "sparseembed")
+VOCABULARY_SHARE = 0.95  # of an index's sampled terms, in the encoder's vocabulary
+
+
+def check_vocabulary(index, settings: dict, encoder: str | None) -> None:
+    """For an impact index that records no encoder (built from vectors encoded elsewhere): refuse,
+    in one line, an encoder whose vocabulary does not hold the index's terms, and an encoder of a
+    family whose terms cannot be checked."""
+    from ...core.indexes import index_terms
+
+    family = settings.get("family")
+    if family not in TOKEN_TERM_FAMILIES:
+        raise InputError(f"{index} records no encoder (no lsr_index.json in it) and family {family!r}'s terms "
+                         f"cannot be checked against it: rebuild it with `lucene index` from `encode corpus` shards")
+    from ...core.hf import load_tokenizer
+    from ...core.presets import resolve_model
+
+    vocabulary = load_tokenizer(resolve_model(settings["model"])).get_vocab()
+    terms = index_terms(index)
+    known = sum(term in vocabulary for term in terms)
+    if terms and known < VOCABULARY_SHARE * len(terms):
+        raise InputError(f"{index} records no encoder, and its terms are not encoder {encoder!r}'s vocabulary "
+                         f"({known} of {len(terms)} sampled terms are): give the encoder its documents were "
+                         f"encoded with")
+
+
 def check_lucene_index(index, engine: str) -> str:
     """The index's kind (core/indexes.py), refusing a folder that is not a Lucene index, in one line."""
     if isinstance(index, (list, tuple)):
         raise InputError(f"engine {engine!r} searches one index; several shard indexes: engine 'sharded'")
-    return lucene_index_kind(index)
+    kind = lucene_index_kind(index)
+    if kind not in (IMPACT, BM25):
+        raise InputError(f"{index}: cannot tell whether it holds impacts or BM25 term frequencies (no record in "
+                         f"it, and its norms and term frequencies are all 1, or it has no '{CONTENTS}' field): "
+                         f"build it with `lucene index` (--impact for impacts)")
+    return kind
 
 
 @register("lucene", LuceneImpactEngine)
