@@ -151,6 +151,17 @@ def test_index_flags_reach_the_collection_milvus_creates(server, tmp_path):
     assert server.collections["c"]["options"] == {}  # created anew, without --shards this time
 
 
+@pytest.mark.parametrize("flag", [["--shards", "2"], ["--index-algorithm", "DAAT_MAXSCORE"]])
+def test_a_cluster_only_flag_on_a_milvus_lite_database_is_refused(server, tmp_path, flag):
+    """milvus-lite accepts num_shards and inverted_index_algo and ignores them (measured: one shard,
+    no algorithm in describe_index): refused in one line, before anything is loaded."""
+    database = tmp_path / "lite.db"
+    with pytest.raises(InputError, match=f"{flag[0]} .*milvus-lite database .*would ignore it"):
+        main(["index", "--input", str(write_shards(tmp_path / "vectors")), "--uri", str(database),
+              "--collection", "c", "--quiet", *flag])
+    assert not database.exists() and server.collections == {}
+
+
 def test_search_drop_ratio_and_min_idf_cut_the_query_milvus_searches(server, loaded, tmp_path):
     """--drop-ratio-search 0.5 sends the query without the smaller half of its weights ("rare");
     --min-idf 1 leaves out "common" (idf log 4/3); by default every term with idf > 0 is searched

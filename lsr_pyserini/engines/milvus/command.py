@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ...core.cli import QUIET_HELP, progress_bar, quiet_messages, run_main
 from ...core.errors import InputError
+from ...core.indexes import is_remote
 from ...core.options import float_in, non_negative_float, positive_int
 from ...core.outputs import TREC_RUN, claim_output
 from ...core.topics import IMPACTS, check_topics
@@ -132,6 +133,10 @@ def main(argv: list[str] | None = None) -> None:
     require_milvus()
     token = read_token(args.token_file)
     if args.command == "index":
+        if not is_remote(args.uri) and (args.shards not in (None, 1) or args.index_algorithm not in (None, "TAAT_NAIVE")):
+            given = f"--shards {args.shards}" if args.shards not in (None, 1) else f"--index-algorithm {args.index_algorithm}"
+            raise InputError(f"{given}: a milvus-lite database ({args.uri}) keeps one shard and TAAT_NAIVE only, and "
+                             f"would ignore it: give a Milvus server's URI (http://host:19530)")
         with progress_bar(0, args.quiet, "B") as progress:
             manifest = load_collection(args.input, args.uri, args.collection, args.dense_store, args.overwrite,
                                        token, args.batch, progress, args.index_algorithm, args.shards)
