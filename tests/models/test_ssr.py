@@ -418,3 +418,70 @@ def test_supervised_fine_tuning_writes_a_usable_model(pipeline, first_stage, tmp
     with pytest.raises(InputError, match="--base must be an SSR model folder"):
         in_process("train", "ssr", "--queries", SAMPLE / "queries.test.tsv", "--qrels", SAMPLE / "qrels.test.trec",
                    "--corpus", SAMPLE / "corpus.jsonl", "--negatives", first_stage, "--output", tmp_path / "x")
+
+
+# The flags of `ssr embed`, `ssr fit`, `ssr index` and `train ssr`, each at a non-default value and checked by
+# its effect (tests/audit_defaults.py): the commands run in this process, a recorder wrapped around the part
+# that does the work, where one is needed, says what it was given.
+
+def recorded_threads() -> int:
+    """A thread count other than the one the test runs at: `--threads` ignored would leave torch's own."""
+    return torch.get_num_threads() + 1
+
+
+def test_ssr_embed_pooling_projection_batch_size_threads_and_overwrite(tiny_encoder_only, tmp_path, monkeypatch):
+    from safetensors.torch import load_file, save_file
+
+    from lsr_pyserini.core.outputs import release_outputs
+    from lsr_pyserini.core.readers import read_corpus
+    from lsr_pyserini.models.ssr.backbone import TokenEncoder
+    from lsr_pyserini.stores.tokens import TokenRows
+
+    colbert = tmp_path / "colbert"  # the tiny BERT with a ColBERT projection 32 -> 16 in its weights
+    shutil.copytree(tiny_encoder_only, colbert)
+    weights = load_file(str(colbert / "model.safetensors"))
+    weights["linear.weight"] = torch.randn(16, 32, generator=torch.Generator().manual_seed(0))
+    save_file(weights, str(colbert / "model.safetensors"), metadata={"format": "pt"})
+    batches = []  # (texts, torch threads) of each forward pass
+    encode = TokenEncoder.encode
+
+    def recording(self, texts, side):
+        batches.append((len(texts), torch.get_num_threads()))
+        return encode(self, texts, side)
+
+    monkeypatch.setattr(TokenEncoder, "encode", recording)
+    corpus = SAMPLE / "corpus.jsonl"
+    default_into = lambda output: ["ssr", "embed", "--model", colbert, "--input", corpus, "--output", output,
+                                   "--max-length", "32", "--quiet"]
+    projected = default_into(tmp_path / "projected")
+    in_process(*projected)
+    store = TokenRows(str(tmp_path / "projected"), "tokens")
+    assert store.manifest["backbone"]["projection"] and store.arrays["tokens"].shape[1] == 16
+    assert [size for size, _ in batches] == [12]  # one batch of the 12 documents (default 32 texts)
+    threads = recorded_threads()
+    batches.clear()
+    in_process("ssr", "embed", "--model", colbert, "--input", corpus, "--output", tmp_path / "plain", "--max-length",
+               "32", "--no-projection", "--pooling", "mean", "--batch-size", "5", "--threads", threads, "--quiet")
+    assert [size for size, _ in batches] == [5, 5, 2] and {used for _, used in batches} == {threads}
+    store = TokenRows(str(tmp_path / "plain"), "tokens")
+    assert not store.manifest["backbone"]["projection"] and store.manifest["backbone"]["pooling"] == "mean"
+    assert store.arrays["tokens"].shape[1] == 32  # the hidden states, not projected
+    texts = {doc.id: doc.text for doc in read_corpus(str(corpus))}
+    for pooling in ("mean", "cls"):
+        direct = TokenEncoder(str(colbert), max_length=32, pooling=pooling, projection=False)
+        for docid, text in texts.items():
+            pooled = direct.encode([text], "documents")[0][0]
+            close = np.allclose(store.document_rows([docid], "pooled")[0].astype(np.float32), pooled, atol=2e-3)
+            assert close == (pooling == "mean"), (pooling, docid)  # the mean of the tokens, not [CLS]
+    # a complete store with these settings: nothing to do, unless --overwrite says to embed again
+    batches.clear()
+    in_process(*projected)
+    assert batches == []
+    in_process(*projected, "--overwrite")
+    assert [size for size, _ in batches] == [12]
+    # another store's settings are refused without --overwrite, replaced with it
+    with pytest.raises(InputError, match="already exists: pass --overwrite to replace it"):
+        in_process(*default_into(tmp_path / "plain"))
+    release_outputs()
+    in_process(*default_into(tmp_path / "plain"), "--overwrite")
+    assert TokenRows(str(tmp_path / "plain"), "tokens").arrays["tokens"].shape[1] == 16
