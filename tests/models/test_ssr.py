@@ -485,3 +485,47 @@ def test_ssr_embed_pooling_projection_batch_size_threads_and_overwrite(tiny_enco
     release_outputs()
     in_process(*default_into(tmp_path / "plain"), "--overwrite")
     assert TokenRows(str(tmp_path / "plain"), "tokens").arrays["tokens"].shape[1] == 16
+
+
+def test_ssr_fit_seed_aux_loss_threads_and_overwrite(pipeline, tmp_path, monkeypatch):
+    from lsr_pyserini.commands import ssr as command
+    from lsr_pyserini.core.outputs import release_outputs
+    from lsr_pyserini.models.ssr.sae import SAEFit, SSRModel
+
+    fits = []  # (aux_k, aux_weight, torch threads, dead latents at the last step) of each SAE trained
+
+    class Recording(SAEFit):
+        def loss(self, x, step=None):
+            loss, logs = super().loss(x, step)
+            self.last = (self.aux_k, self.aux_weight, torch.get_num_threads(), logs["dead"])
+            return loss, logs
+
+        def after_update(self):
+            super().after_update()
+            if not fits or fits[-1] is not self:
+                fits.append(self)
+
+    monkeypatch.setattr(command, "SAEFit", Recording)
+    # latents die after one input without firing: the auxiliary loss, over many dead latents, shapes the training
+    base = [*FIT, "--latents", "256", "--k", "4", "--dead-after", "1"]
+
+    def fit(output, *flags):
+        fits.clear()
+        in_process("ssr", "fit", "--tokens", pipeline / "tokens", "--output", output, *base, *flags)
+        return SSRModel.load(str(output)).token_sae.W_enc.detach().clone(), [f.last for f in fits]
+
+    default, recorded = fit(tmp_path / "default")
+    assert [r[:2] for r in recorded] == [(256, 1 / 32)] * 2 and min(r[3] for r in recorded) > 8
+    threads = recorded_threads()
+    seeded, recorded = fit(tmp_path / "seeded", "--seed", "7", "--threads", threads)
+    assert {r[2] for r in recorded} == {threads} and not torch.equal(seeded, default)
+    small_aux, recorded = fit(tmp_path / "aux-k", "--aux-k", "2")
+    assert [r[0] for r in recorded] == [2, 2] and not torch.equal(small_aux, default)
+    heavy_aux, recorded = fit(tmp_path / "aux-weight", "--aux-weight", "0.5")
+    assert [r[1] for r in recorded] == [0.5, 0.5] and not torch.equal(heavy_aux, default)
+    # an SSR model folder is replaced only with --overwrite: then it holds the seed-7 model
+    with pytest.raises(InputError, match="already exists: pass --overwrite"):
+        fit(tmp_path / "default", "--seed", "7", "--threads", threads)
+    release_outputs()
+    replaced, _ = fit(tmp_path / "default", "--seed", "7", "--threads", threads, "--overwrite")
+    assert torch.equal(replaced, seeded)
