@@ -529,3 +529,44 @@ def test_ssr_fit_seed_aux_loss_threads_and_overwrite(pipeline, tmp_path, monkeyp
     release_outputs()
     replaced, _ = fit(tmp_path / "default", "--seed", "7", "--threads", threads, "--overwrite")
     assert torch.equal(replaced, seeded)
+
+
+def test_ssr_index_impact_scale_shard_size_threads_and_overwrite(pipeline, tmp_path, monkeypatch):
+    from lsr_pyserini.commands import ssr as command
+    from lsr_pyserini.core.outputs import release_outputs
+    from lsr_pyserini.core.writer import to_impacts
+    from lsr_pyserini.models.ssr.codes import codes, document_terms
+    from lsr_pyserini.models.ssr.sae import SSRModel
+    from lsr_pyserini.stores.tokens import TokenRows
+    from lsr_pyserini.stores.vectors import read_vectors
+
+    coded_at = []  # torch threads of each coding call
+
+    def recording(sae, rows, k=None):
+        coded_at.append(torch.get_num_threads())
+        return codes(sae, rows, k)
+
+    monkeypatch.setattr(command, "codes", recording)
+    threads = recorded_threads()
+    index = ["ssr", "index", "--model", pipeline / "model", "--tokens", pipeline / "tokens", "--output",
+             tmp_path / "vectors", "--codes", tmp_path / "codes", "--quiet"]
+    in_process(*index, "--impact-scale", "7", "--shard-size", "5", "--threads", threads)
+    assert coded_at and set(coded_at) == {threads}
+    assert sorted(p.name for p in (tmp_path / "vectors").glob("*.jsonl")) == [
+        "part-00000.jsonl", "part-00001.jsonl", "part-00002.jsonl"]  # 12 documents, 5 a shard
+    model, tokens = SSRModel.load(str(pipeline / "model")), TokenRows(str(pipeline / "tokens"), "tokens")
+    vectors = dict(read_vectors(tmp_path / "vectors"))
+    assert set(vectors) == set(tokens.docids) and sum(map(len, vectors.values())) > 0
+    for docid, vector in vectors.items():
+        row = tokens.row[docid]
+        weights = document_terms(model, codes(model.token_sae, tokens.arrays["tokens"][tokens.offsets[row]:
+                                                                                        tokens.offsets[row + 1]]),
+                                 codes(model.cls_sae, tokens.arrays["pooled"][row:row + 1]))
+        assert vector == to_impacts(weights, 7)  # not the model's 100
+    # the shards and code store of an earlier run are replaced only with --overwrite
+    with pytest.raises(InputError, match="pass --overwrite"):
+        in_process(*index)
+    release_outputs()
+    in_process(*index, "--overwrite")
+    assert dict(read_vectors(tmp_path / "vectors")) == dict(read_vectors(pipeline / "vectors"))
+    assert [p.name for p in (tmp_path / "vectors").glob("*.jsonl")] == ["part-00000.jsonl"]
