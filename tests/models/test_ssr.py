@@ -570,3 +570,44 @@ def test_ssr_index_impact_scale_shard_size_threads_and_overwrite(pipeline, tmp_p
     in_process(*index, "--overwrite")
     assert dict(read_vectors(tmp_path / "vectors")) == dict(read_vectors(pipeline / "vectors"))
     assert [p.name for p in (tmp_path / "vectors").glob("*.jsonl")] == ["part-00000.jsonl"]
+
+
+def test_train_ssr_reconstruction_weight_score_scale_and_cls_weight_shape_the_loss(pipeline, tmp_path, monkeypatch):
+    import importlib
+
+    from lsr_pyserini.core.outputs import release_outputs
+    from lsr_pyserini.models.base import Batch
+    from lsr_pyserini.models.losses import contrastive_loss
+    from lsr_pyserini.models.ssr.sae import late_interaction
+
+    command = importlib.import_module("lsr_pyserini.train.__main__")
+    built = []
+    monkeypatch.setattr(command, "train", lambda model, *args, **kwargs: built.append(model) or
+                        {"steps": 0, "seconds": 0})  # the model the flags built, not trained
+    negatives = tmp_path / "negatives.txt"
+    negatives.write_text("".join(f"q{q} Q0 s{d} {d} {20 - d} first\n" for q in range(1, 8) for d in range(1, 13)))
+    try:
+        in_process("train", "ssr", "--base", pipeline / "model", "--queries", SAMPLE / "queries.test.tsv", "--qrels",
+                   SAMPLE / "qrels.test.trec", "--corpus", SAMPLE / "corpus.jsonl", "--negatives", negatives,
+                   "--output", tmp_path / "ft", "--reconstruction-weight", "0.25", "--score-scale", "3",
+                   "--train-cls-weight", "10000", "--quiet")
+    finally:
+        release_outputs()
+    family, = built
+    assert family.ssr.settings["cls_weight"] == 1.0  # the model's: 10000 is the training's own
+    batch = Batch(["vitamin d and bone fractures", "vaccines and immune memory"],
+                  ["vitamin d helps absorb calcium", "statins block an enzyme", "vaccines train memory cells",
+                   "an inverted index maps terms"], 2, document_ids=["s1", "s2", "s3", "s4"])
+    with torch.no_grad():
+        loss, logs = family.loss(batch, 0)
+        (query_codes, query_cls, _, _), (doc_codes, doc_cls, _, _) = (
+            family.side(batch.queries, "queries"), family.side(batch.documents, "documents", batch.document_ids))
+        tokens = late_interaction(query_codes, doc_codes, family.token_sae.latents)
+        cls = query_cls @ doc_cls.T
+    # the tiny [CLS] SAE's codes barely overlap (about 1e-5): a weight of 10000 makes their term count
+    assert float(10000 * cls.abs().max()) > 0.05 and logs["nmse"] > 0.05
+    ranking = {(scale, weight): float(contrastive_loss(scale * (tokens + weight * cls), 2))
+               for scale in (1, 3) for weight in (1, 10000)}
+    assert logs["rank"] == pytest.approx(ranking[(3, 10000)], rel=1e-5)  # score_scale 3, [CLS] weight 10000
+    assert all(abs(ranking[(3, 10000)] - other) > 1e-3 for key, other in ranking.items() if key != (3, 10000))
+    assert float(loss) == pytest.approx(logs["rank"] + 0.25 * logs["nmse"], rel=1e-5)  # not + 1 x nmse
