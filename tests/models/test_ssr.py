@@ -488,7 +488,7 @@ def test_ssr_embed_pooling_projection_batch_size_threads_and_overwrite(tiny_enco
 
 
 def test_ssr_fit_seed_aux_loss_threads_and_overwrite(pipeline, tmp_path, monkeypatch):
-    from lsr_pyserini.commands import ssr as command
+    import lsr_pyserini.commands.ssr as command
     from lsr_pyserini.core.outputs import release_outputs
     from lsr_pyserini.models.ssr.sae import SAEFit, SSRModel
 
@@ -532,7 +532,7 @@ def test_ssr_fit_seed_aux_loss_threads_and_overwrite(pipeline, tmp_path, monkeyp
 
 
 def test_ssr_index_impact_scale_shard_size_threads_and_overwrite(pipeline, tmp_path, monkeypatch):
-    from lsr_pyserini.commands import ssr as command
+    import lsr_pyserini.commands.ssr as command
     from lsr_pyserini.core.outputs import release_outputs
     from lsr_pyserini.core.writer import to_impacts
     from lsr_pyserini.models.ssr.codes import codes, document_terms
