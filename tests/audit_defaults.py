@@ -113,23 +113,6 @@ PENDING: dict[str, str] = {
     "flag search --batch-size": OPEN,
     "flag search --unrecorded-topics": OPEN,
     "flag search_dense --batch-size": OPEN,
-    "flag ssr embed --batch-size": OPEN,
-    "flag ssr embed --no-projection": OPEN,
-    "flag ssr embed --overwrite": OPEN,
-    "flag ssr embed --pooling": OPEN,
-    "flag ssr embed --threads": OPEN,
-    "flag ssr fit --aux-k": OPEN,
-    "flag ssr fit --aux-weight": OPEN,
-    "flag ssr fit --overwrite": OPEN,
-    "flag ssr fit --seed": OPEN,
-    "flag ssr fit --threads": OPEN,
-    "flag ssr index --impact-scale": OPEN,
-    "flag ssr index --overwrite": OPEN,
-    "flag ssr index --shard-size": OPEN,
-    "flag ssr index --threads": OPEN,
-    "flag train ssr --reconstruction-weight": OPEN,
-    "flag train ssr --score-scale": OPEN,
-    "flag train ssr --train-cls-weight": OPEN,
 }
 
 

@@ -418,3 +418,196 @@ def test_supervised_fine_tuning_writes_a_usable_model(pipeline, first_stage, tmp
     with pytest.raises(InputError, match="--base must be an SSR model folder"):
         in_process("train", "ssr", "--queries", SAMPLE / "queries.test.tsv", "--qrels", SAMPLE / "qrels.test.trec",
                    "--corpus", SAMPLE / "corpus.jsonl", "--negatives", first_stage, "--output", tmp_path / "x")
+
+
+# The flags of `ssr embed`, `ssr fit`, `ssr index` and `train ssr`, each at a non-default value and checked by
+# its effect (tests/audit_defaults.py): the commands run in this process, a recorder wrapped around the part
+# that does the work, where one is needed, says what it was given.
+
+def recorded_threads() -> int:
+    """A thread count other than the one the test runs at: `--threads` ignored would leave torch's own."""
+    return torch.get_num_threads() + 1
+
+
+def test_ssr_embed_pooling_projection_batch_size_threads_and_overwrite(tiny_encoder_only, tmp_path, monkeypatch):
+    from safetensors.torch import load_file, save_file
+
+    from lsr_pyserini.core.outputs import release_outputs
+    from lsr_pyserini.core.readers import read_corpus
+    from lsr_pyserini.models.ssr.backbone import TokenEncoder
+    from lsr_pyserini.stores.tokens import TokenRows
+
+    colbert = tmp_path / "colbert"  # the tiny BERT with a ColBERT projection 32 -> 16 in its weights
+    shutil.copytree(tiny_encoder_only, colbert)
+    weights = load_file(str(colbert / "model.safetensors"))
+    weights["linear.weight"] = torch.randn(16, 32, generator=torch.Generator().manual_seed(0))
+    save_file(weights, str(colbert / "model.safetensors"), metadata={"format": "pt"})
+    batches = []  # (texts, torch threads) of each forward pass
+    encode = TokenEncoder.encode
+
+    def recording(self, texts, side):
+        batches.append((len(texts), torch.get_num_threads()))
+        return encode(self, texts, side)
+
+    monkeypatch.setattr(TokenEncoder, "encode", recording)
+    corpus = SAMPLE / "corpus.jsonl"
+    default_into = lambda output: ["ssr", "embed", "--model", colbert, "--input", corpus, "--output", output,
+                                   "--max-length", "32", "--quiet"]
+    projected = default_into(tmp_path / "projected")
+    in_process(*projected)
+    store = TokenRows(str(tmp_path / "projected"), "tokens")
+    assert store.manifest["backbone"]["projection"] and store.arrays["tokens"].shape[1] == 16
+    assert [size for size, _ in batches] == [12]  # one batch of the 12 documents (default 32 texts)
+    threads = recorded_threads()
+    batches.clear()
+    in_process("ssr", "embed", "--model", colbert, "--input", corpus, "--output", tmp_path / "plain", "--max-length",
+               "32", "--no-projection", "--pooling", "mean", "--batch-size", "5", "--threads", threads, "--quiet")
+    assert [size for size, _ in batches] == [5, 5, 2] and {used for _, used in batches} == {threads}
+    store = TokenRows(str(tmp_path / "plain"), "tokens")
+    assert not store.manifest["backbone"]["projection"] and store.manifest["backbone"]["pooling"] == "mean"
+    assert store.arrays["tokens"].shape[1] == 32  # the hidden states, not projected
+    texts = {doc.id: doc.text for doc in read_corpus(str(corpus))}
+    for pooling in ("mean", "cls"):
+        direct = TokenEncoder(str(colbert), max_length=32, pooling=pooling, projection=False)
+        for docid, text in texts.items():
+            pooled = direct.encode([text], "documents")[0][0]
+            close = np.allclose(store.document_rows([docid], "pooled")[0].astype(np.float32), pooled, atol=2e-3)
+            assert close == (pooling == "mean"), (pooling, docid)  # the mean of the tokens, not [CLS]
+    # a complete store with these settings: nothing to do, unless --overwrite says to embed again
+    batches.clear()
+    in_process(*projected)
+    assert batches == []
+    in_process(*projected, "--overwrite")
+    assert [size for size, _ in batches] == [12]
+    # another store's settings are refused without --overwrite, replaced with it
+    with pytest.raises(InputError, match="already exists: pass --overwrite to replace it"):
+        in_process(*default_into(tmp_path / "plain"))
+    release_outputs()
+    in_process(*default_into(tmp_path / "plain"), "--overwrite")
+    assert TokenRows(str(tmp_path / "plain"), "tokens").arrays["tokens"].shape[1] == 16
+
+
+def test_ssr_fit_seed_aux_loss_threads_and_overwrite(pipeline, tmp_path, monkeypatch):
+    import lsr_pyserini.commands.ssr as command
+    from lsr_pyserini.core.outputs import release_outputs
+    from lsr_pyserini.models.ssr.sae import SAEFit, SSRModel
+
+    fits = []  # (aux_k, aux_weight, torch threads, dead latents at the last step) of each SAE trained
+
+    class Recording(SAEFit):
+        def loss(self, x, step=None):
+            loss, logs = super().loss(x, step)
+            self.last = (self.aux_k, self.aux_weight, torch.get_num_threads(), logs["dead"])
+            return loss, logs
+
+        def after_update(self):
+            super().after_update()
+            if not fits or fits[-1] is not self:
+                fits.append(self)
+
+    monkeypatch.setattr(command, "SAEFit", Recording)
+    # latents die after one input without firing: the auxiliary loss, over many dead latents, shapes the training
+    base = [*FIT, "--latents", "256", "--k", "4", "--dead-after", "1"]
+
+    def fit(output, *flags):
+        fits.clear()
+        in_process("ssr", "fit", "--tokens", pipeline / "tokens", "--output", output, *base, *flags)
+        return SSRModel.load(str(output)).token_sae.W_enc.detach().clone(), [f.last for f in fits]
+
+    default, recorded = fit(tmp_path / "default")
+    assert [r[:2] for r in recorded] == [(256, 1 / 32)] * 2 and min(r[3] for r in recorded) > 8
+    threads = recorded_threads()
+    seeded, recorded = fit(tmp_path / "seeded", "--seed", "7", "--threads", threads)
+    assert {r[2] for r in recorded} == {threads} and not torch.equal(seeded, default)
+    small_aux, recorded = fit(tmp_path / "aux-k", "--aux-k", "2")
+    assert [r[0] for r in recorded] == [2, 2] and not torch.equal(small_aux, default)
+    heavy_aux, recorded = fit(tmp_path / "aux-weight", "--aux-weight", "0.5")
+    assert [r[1] for r in recorded] == [0.5, 0.5] and not torch.equal(heavy_aux, default)
+    # an SSR model folder is replaced only with --overwrite: then it holds the seed-7 model
+    with pytest.raises(InputError, match="already exists: pass --overwrite"):
+        fit(tmp_path / "default", "--seed", "7", "--threads", threads)
+    release_outputs()
+    replaced, _ = fit(tmp_path / "default", "--seed", "7", "--threads", threads, "--overwrite")
+    assert torch.equal(replaced, seeded)
+
+
+def test_ssr_index_impact_scale_shard_size_threads_and_overwrite(pipeline, tmp_path, monkeypatch):
+    import lsr_pyserini.commands.ssr as command
+    from lsr_pyserini.core.outputs import release_outputs
+    from lsr_pyserini.core.writer import to_impacts
+    from lsr_pyserini.models.ssr.codes import codes, document_terms
+    from lsr_pyserini.models.ssr.sae import SSRModel
+    from lsr_pyserini.stores.tokens import TokenRows
+    from lsr_pyserini.stores.vectors import read_vectors
+
+    coded_at = []  # torch threads of each coding call
+
+    def recording(sae, rows, k=None):
+        coded_at.append(torch.get_num_threads())
+        return codes(sae, rows, k)
+
+    monkeypatch.setattr(command, "codes", recording)
+    threads = recorded_threads()
+    index = ["ssr", "index", "--model", pipeline / "model", "--tokens", pipeline / "tokens", "--output",
+             tmp_path / "vectors", "--codes", tmp_path / "codes", "--quiet"]
+    in_process(*index, "--impact-scale", "7", "--shard-size", "5", "--threads", threads)
+    assert coded_at and set(coded_at) == {threads}
+    assert sorted(p.name for p in (tmp_path / "vectors").glob("*.jsonl")) == [
+        "part-00000.jsonl", "part-00001.jsonl", "part-00002.jsonl"]  # 12 documents, 5 a shard
+    model, tokens = SSRModel.load(str(pipeline / "model")), TokenRows(str(pipeline / "tokens"), "tokens")
+    vectors = dict(read_vectors(tmp_path / "vectors"))
+    assert set(vectors) == set(tokens.docids) and sum(map(len, vectors.values())) > 0
+    for docid, vector in vectors.items():
+        row = tokens.row[docid]
+        weights = document_terms(model, codes(model.token_sae, tokens.arrays["tokens"][tokens.offsets[row]:
+                                                                                        tokens.offsets[row + 1]]),
+                                 codes(model.cls_sae, tokens.arrays["pooled"][row:row + 1]))
+        assert vector == to_impacts(weights, 7)  # not the model's 100
+    # the shards and code store of an earlier run are replaced only with --overwrite
+    with pytest.raises(InputError, match="pass --overwrite"):
+        in_process(*index)
+    release_outputs()
+    in_process(*index, "--overwrite")
+    assert dict(read_vectors(tmp_path / "vectors")) == dict(read_vectors(pipeline / "vectors"))
+    assert [p.name for p in (tmp_path / "vectors").glob("*.jsonl")] == ["part-00000.jsonl"]
+
+
+def test_train_ssr_reconstruction_weight_score_scale_and_cls_weight_shape_the_loss(pipeline, tmp_path, monkeypatch):
+    import importlib
+
+    from lsr_pyserini.core.outputs import release_outputs
+    from lsr_pyserini.models.base import Batch
+    from lsr_pyserini.models.losses import contrastive_loss
+    from lsr_pyserini.models.ssr.sae import late_interaction
+
+    command = importlib.import_module("lsr_pyserini.train.__main__")
+    built = []
+    monkeypatch.setattr(command, "train", lambda model, *args, **kwargs: built.append(model) or
+                        {"steps": 0, "seconds": 0})  # the model the flags built, not trained
+    negatives = tmp_path / "negatives.txt"
+    negatives.write_text("".join(f"q{q} Q0 s{d} {d} {20 - d} first\n" for q in range(1, 8) for d in range(1, 13)))
+    try:
+        in_process("train", "ssr", "--base", pipeline / "model", "--queries", SAMPLE / "queries.test.tsv", "--qrels",
+                   SAMPLE / "qrels.test.trec", "--corpus", SAMPLE / "corpus.jsonl", "--negatives", negatives,
+                   "--output", tmp_path / "ft", "--reconstruction-weight", "0.25", "--score-scale", "3",
+                   "--train-cls-weight", "10000", "--quiet")
+    finally:
+        release_outputs()
+    family, = built
+    assert family.ssr.settings["cls_weight"] == 1.0  # the model's: 10000 is the training's own
+    batch = Batch(["vitamin d and bone fractures", "vaccines and immune memory"],
+                  ["vitamin d helps absorb calcium", "statins block an enzyme", "vaccines train memory cells",
+                   "an inverted index maps terms"], 2, document_ids=["s1", "s2", "s3", "s4"])
+    with torch.no_grad():
+        loss, logs = family.loss(batch, 0)
+        (query_codes, query_cls, _, _), (doc_codes, doc_cls, _, _) = (
+            family.side(batch.queries, "queries"), family.side(batch.documents, "documents", batch.document_ids))
+        tokens = late_interaction(query_codes, doc_codes, family.token_sae.latents)
+        cls = query_cls @ doc_cls.T
+    # the tiny [CLS] SAE's codes barely overlap (about 1e-5): a weight of 10000 makes their term count
+    assert float(10000 * cls.abs().max()) > 0.05 and logs["nmse"] > 0.05
+    ranking = {(scale, weight): float(contrastive_loss(scale * (tokens + weight * cls), 2))
+               for scale in (1, 3) for weight in (1, 10000)}
+    assert logs["rank"] == pytest.approx(ranking[(3, 10000)], rel=1e-5)  # score_scale 3, [CLS] weight 10000
+    assert all(abs(ranking[(3, 10000)] - other) > 1e-3 for key, other in ranking.items() if key != (3, 10000))
+    assert float(loss) == pytest.approx(logs["rank"] + 0.25 * logs["nmse"], rel=1e-5)  # not + 1 x nmse
