@@ -162,7 +162,7 @@ def test_search_unrecorded_topics_searches_a_text_file_as_impacts(service_indexe
 def test_bench_build_timeout_and_unrecorded_topics_are_used(service_indexes, tmp_path, monkeypatch):
     import json
 
-    from lsr_pyserini.commands.bench import command
+    import lsr_pyserini.commands.bench.command as command
     from lsr_pyserini.core.errors import InputError
 
     timeouts = []
