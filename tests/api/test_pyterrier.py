@@ -258,8 +258,9 @@ def test_indexer_engine_encoder_text_field_and_overwrite_are_used(tmp_path, monk
 
 
 def test_retriever_engine_is_the_engine_opened(service_indexes):
-    """engine="lucene" (impacts) on the BM25 index is refused; without an engine the index's own
-    (bm25) opens it."""
-    assert lsr.Retriever(str(service_indexes["bm25"])).searcher.engine.name == "bm25"
-    with pytest.raises(InputError, match="BM25"):
-        lsr.Retriever(str(service_indexes["bm25"]), encoder="splade-tiny", engine="lucene")
+    """engine="pisa" opens the index as a PISA index (and so refuses the Lucene one); without an
+    engine the index's own (lucene) opens it."""
+    index = str(service_indexes["splade"])
+    assert lsr.Retriever(index, encoder="splade-tiny").searcher.engine.name == "lucene"
+    with pytest.raises(InputError, match="not a PISA index"):
+        lsr.Retriever(index, encoder="splade-tiny", engine="pisa")
