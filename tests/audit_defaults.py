@@ -2,8 +2,8 @@
 
 A test that holds a parameter at its default cannot see that parameter ignored (DESIGN.md, Habits).
 This script lists every parameter a user sets and that no test gives a non-default value, and exits 1
-when one of them is neither a named, justified exception (EXCEPTIONS) nor a named open item (PENDING,
-listed with `--strict` as failures too). tests/test_audit.py runs it, so the README's test command
+when one of them is not a named, justified exception (EXCEPTIONS), or an exception is no longer
+needed. tests/test_audit.py runs it, so the README's test command
 (which CI runs) runs it.
 
 What it audits (built at run time: the commands' parsers are built, nothing is encoded or loaded):
@@ -83,36 +83,6 @@ EXCEPTIONS: dict[str, str] = {
                                                "an actor that asks for one is never scheduled",
     "flag encode dense --ray-gpus-per-actor": "GPUs each Ray actor reserves: on the CI's machines, which have no GPU, "
                                               "an actor that asks for one is never scheduled",
-}
-# Parameters no test varies yet and that should be: named here so that CI stays green while they are
-# open; `--strict` fails on them too. Drive this to empty.
-OPEN = "no test gives it a non-default value yet (issue 55, item 4)"
-PENDING: dict[str, str] = {
-    "api Searcher encoded": OPEN,
-    "api pyterrier.Retriever engine": OPEN,
-    "api pyterrier.doc_encoder encoder": OPEN,
-    "api pyterrier.query_encoder encoder": OPEN,
-    "engine sharded min_idf": OPEN,
-    "flag bench --build-timeout": OPEN,
-    "flag bench --unrecorded-topics": OPEN,
-    "flag bm25aug index --model": OPEN,
-    "flag bm25aug index --overwrite": OPEN,
-    "flag bm25aug index --shard-size": OPEN,
-    "flag bm25aug index --threads": OPEN,
-    "flag bm25aug queries --device": OPEN,
-    "flag bm25aug queries --dtype": OPEN,
-    "flag bm25aug queries --max-terms": OPEN,
-    "flag bm25aug queries --overwrite": OPEN,
-    "flag bm25aug queries --threads": OPEN,
-    "flag demo --query": OPEN,
-    "flag encode dense --doc-prefix": OPEN,
-    "flag encode dense --query-prefix": OPEN,
-    "flag encode queries --query-mode": OPEN,
-    "flag encode queries --query-weights": OPEN,
-    "flag expand --max-length": OPEN,
-    "flag search --batch-size": OPEN,
-    "flag search --unrecorded-topics": OPEN,
-    "flag search_dense --batch-size": OPEN,
 }
 
 
@@ -587,18 +557,16 @@ def main(argv: list[str] | None = None) -> int:
         for parameter in parameters:
             print(parameter.line, "->", varied(parameter, tests) or "varied by no test")
         return 0 if parameters else 1
-    strict = "--strict" in argv
     lines = unvaried()
-    unexplained = [line for line in lines if line not in EXCEPTIONS and line not in PENDING]
+    unexplained = [line for line in lines if line not in EXCEPTIONS]
     for line in lines:
-        why = EXCEPTIONS.get(line) or (f"PENDING: {PENDING[line]}" if line in PENDING else "NOT VARIED BY ANY TEST")
-        print(f"{line}\t{why}")
-    stale = sorted((set(EXCEPTIONS) | set(PENDING)) - set(lines))
+        print(f"{line}\t{EXCEPTIONS.get(line) or 'NOT VARIED BY ANY TEST'}")
+    stale = sorted(set(EXCEPTIONS) - set(lines))
     for line in stale:
-        print(f"{line}\tSTALE: varied now or gone; take it out of the script's lists")
-    print(f"{len(lines)} not varied: {len(lines) - len(unexplained) - sum(l in PENDING for l in lines)} "
-          f"justified, {sum(l in PENDING for l in lines)} pending, {len(unexplained)} unexplained", file=sys.stderr)
-    failing = unexplained + stale + ([line for line in lines if line in PENDING] if strict else [])
+        print(f"{line}\tSTALE: varied now or gone; take it out of EXCEPTIONS")
+    print(f"{len(lines)} not varied: {len(lines) - len(unexplained)} justified, {len(unexplained)} unexplained",
+          file=sys.stderr)
+    failing = unexplained + stale
     return 1 if failing else 0
 
 

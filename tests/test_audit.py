@@ -1,5 +1,5 @@
 """The audit of parameters held at their defaults (tests/audit_defaults.py) passes: every parameter a
-user sets is varied by some test, or named in the script with why not (or as still open)."""
+user sets is varied by some test, or named in the script with why not."""
 import contextlib
 import importlib.util
 import io

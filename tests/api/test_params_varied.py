@@ -45,3 +45,30 @@ def test_searcher_device_and_dtype(service_indexes):
     assert lsr_pyserini.Searcher(index, encoder="splade-tiny", dtype="bfloat16").batch_search(TEXTS, qids, k=5) != plain
     with pytest.raises(InputError, match=ABSENT):
         lsr_pyserini.Searcher(index, encoder="splade-tiny", device=ABSENT).batch_search(TEXTS, qids, k=5)
+
+
+def test_searcher_encoded_takes_the_queries_as_they_are_encoded(service_indexes):
+    """encoded=True: no encoder (an impact index refuses a Searcher without one otherwise), and the
+    encoder's own queries given encoded rank as the encoder's Searcher ranks their texts."""
+    import lsr_pyserini
+
+    index = str(service_indexes["splade"])
+    qids = [str(number) for number in range(len(TEXTS))]
+    with pytest.raises(InputError):
+        lsr_pyserini.Searcher(index)
+    queries = lsr_pyserini.QueryEncoder("splade-tiny").batch_encode(TEXTS)
+    given = lsr_pyserini.Searcher(index, encoded=True).search_encoded(TEXTS, qids, queries, k=5)
+    expected = lsr_pyserini.Searcher(index, encoder="splade-tiny").batch_search(TEXTS, qids, k=5)
+    assert {qid: [(h.docid, h.score) for h in hits] for qid, hits in given.items()} == \
+        {qid: [(h.docid, h.score) for h in hits] for qid, hits in expected.items()}
+
+
+def test_sharded_min_idf_drops_the_common_query_terms(service_indexes):
+    import lsr_pyserini
+
+    shards = [str(service_indexes["splade"])] * 2
+    qids = [str(number) for number in range(len(TEXTS))]
+    every = lsr_pyserini.Searcher(shards, encoder="splade-tiny", engine="sharded").batch_search(TEXTS, qids, k=24)
+    pruned = lsr_pyserini.Searcher(shards, encoder="splade-tiny", engine="sharded",
+                                   engine_options={"min_idf": 1.5}).batch_search(TEXTS, qids, k=24)
+    assert sum(len(hits) for hits in pruned.values()) < sum(len(hits) for hits in every.values())

@@ -207,7 +207,7 @@ def test_fusion_weights_and_depth_are_used():
 
 
 def test_reranker_and_searcher_fusion_and_the_encoders_settings_are_used(service_indexes, topics, dense_store,
-                                                                          tiny_preset):
+                                                                          tiny_preset, monkeypatch):
     import lsr_pyserini
 
     splade = lsr.Retriever(str(service_indexes["splade"]), encoder="splade-tiny", k=10)
@@ -223,6 +223,44 @@ def test_reranker_and_searcher_fusion_and_the_encoders_settings_are_used(service
     by_text = lsr.doc_encoder("splade-tiny").transform(documents)["toks"][0]
     by_title = lsr.doc_encoder("splade-tiny", text_field="title").transform(documents)["toks"][0]
     assert by_title == lsr.DocEncoder("splade-tiny", text_field="title").transform(documents)["toks"][0] != by_text
-    assert lsr.doc_encoder(str(tiny_preset)).transform(documents)["toks"][0] != by_text
-    assert list(lsr.query_encoder(str(tiny_preset)).transform(topics)["query_toks"]) != \
+    monkeypatch.chdir(tiny_preset.parent)  # the preset named as a user names a file of the working folder
+    assert lsr.doc_encoder("tiny-splade.yaml").transform(documents)["toks"][0] != by_text
+    assert list(lsr.query_encoder("tiny-splade.yaml").transform(topics)["query_toks"]) != \
         list(lsr.query_encoder("splade-tiny").transform(topics)["query_toks"])
+
+
+def test_indexer_engine_encoder_text_field_and_overwrite_are_used(tmp_path, monkeypatch):
+    """engine="bm25" with encoder=None: the texts of `text_field` indexed by the bm25 engine's own
+    command (recorded here, not run); overwrite=True replaces an index refused without it."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    commands = []
+
+    def record(command, **kwargs):
+        commands.append(command)
+        Path(command[command.index("--index") + 1]).mkdir()
+        return subprocess.CompletedProcess(command, 0, "")
+
+    monkeypatch.setattr(subprocess, "run", record)
+    documents = pd.DataFrame([("d1", "protein folding", "a title about cells")], columns=["docno", "text", "title"])
+    target = str(tmp_path / "titles")
+    assert lsr.Indexer(target, encoder=None, engine="bm25", text_field="title").index(documents) == target
+    (command,) = commands
+    assert command[command.index("--collection") + 1] == "JsonCollection" and "--impact" not in command
+    texts = Path(command[command.index("--input") + 1]) / "docs.jsonl"
+    assert json.loads(texts.read_text()) == {"id": "d1", "contents": "a title about cells"}
+    with pytest.raises(InputError, match="already exists .give overwrite=True"):
+        lsr.Indexer(target, encoder=None, engine="bm25", text_field="title").index(documents)
+    lsr.Indexer(target, encoder=None, engine="bm25", overwrite=True).index(documents)
+    assert len(commands) == 2 and json.loads(texts.read_text())["contents"] == "protein folding"
+
+
+def test_retriever_engine_is_the_engine_opened(service_indexes):
+    """engine="pisa" opens the index as a PISA index (and so refuses the Lucene one); without an
+    engine the index's own (lucene) opens it."""
+    index = str(service_indexes["splade"])
+    assert lsr.Retriever(index, encoder="splade-tiny").searcher.engine.name == "lucene"
+    with pytest.raises(InputError, match="not a PISA index"):
+        lsr.Retriever(index, encoder="splade-tiny", engine="pisa")

@@ -129,3 +129,137 @@ def test_search_bm25_k1_b_and_overwrite(service_indexes, tmp_path):
     release_outputs()
     main([*common, "--output", str(tmp_path / "b.txt"), "--overwrite"])
     assert read_run(str(tmp_path / "b.txt")) == default
+
+
+def test_search_batch_size_is_the_step_of_the_queries(service_indexes, tmp_path, monkeypatch):
+    from lsr_pyserini.api import Searcher
+    from lsr_pyserini.commands.search import main
+
+    steps = []
+    batch_search = Searcher.batch_search
+    monkeypatch.setattr(Searcher, "batch_search",
+                        lambda self, texts, qids, **kw: steps.append(len(qids)) or batch_search(self, texts, qids, **kw))
+    main(["--index", str(service_indexes["bm25"]), "--topics", str(QUERIES), "--output", str(tmp_path / "run.txt"),
+          "--hits", "3", "--batch-size", "3"])
+    assert steps == [3, 3, 1]  # 7 queries, 3 at a time (not all 7 in one step of the default 64)
+
+
+def test_search_unrecorded_topics_searches_a_text_file_as_impacts(service_indexes, tmp_path):
+    from lsr_pyserini.commands.search import main
+    from lsr_pyserini.core.errors import InputError
+
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("q1\tvitamin bone calcium\n")  # reads as text: no record of `encode queries` beside it
+    argv = ["--index", str(service_indexes["splade"]), "--encoded", "--topics", str(topics), "--hits", "3",
+            "--output", str(tmp_path / "run.txt")]
+    with pytest.raises(InputError, match="--unrecorded-topics"):
+        main(argv)
+    release_outputs()
+    main(argv + ["--unrecorded-topics"])
+    assert read_run(str(tmp_path / "run.txt"))["q1"][0][0] == "s1"  # the passage about vitamin D and bones
+
+
+def test_bench_build_timeout_and_unrecorded_topics_are_used(service_indexes, tmp_path, monkeypatch):
+    import json
+
+    import lsr_pyserini.commands.bench.command as command
+    from lsr_pyserini.core.errors import InputError
+
+    timeouts = []
+    monkeypatch.setattr(command, "build", lambda spec, shards, index, text, timeout:
+                        timeouts.append(timeout) or {"stopped": f"build over {timeout} s"})
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("q1\tprotein folding\n")
+    argv = ["--vectors", str(service_indexes["vectors"]), "--queries", str(topics), "--engines", "lucene",
+            "--work", str(tmp_path / "work"), "--json", str(tmp_path / "bench.json"), "--quiet",
+            "--build-timeout", "7"]
+    with pytest.raises(InputError, match="--unrecorded-topics"):
+        command.main(argv)
+    command.main(argv + ["--unrecorded-topics"])
+    assert timeouts == [7]
+    assert json.loads((tmp_path / "bench.json").read_text())["rows"][0]["stopped"].startswith("build over 7 s")
+
+
+def test_demo_query_shows_that_querys_hits(tmp_path, monkeypatch, capsys):
+    from lsr_pyserini.commands import demo
+
+    def regress(spec, root, work, **kwargs):  # the runs the reproduction writes, without running it
+        for name in ("bm25", "splade-tiny"):
+            write_run(work / f"run.{name}.txt", {"q1": [("s1", 2.0)], "q6": [("s2", 1.0)]})
+        return {}, []
+
+    monkeypatch.setattr(demo, "regress", regress)
+    with pytest.raises(SystemExit):
+        demo.main(["--work", str(tmp_path), "--query", "q1"])
+    shown = capsys.readouterr().out
+    assert "top 3 hits for q1: 'does vitamin d prevent bone fractures'" in shown and "s1" in shown and "s2" not in shown
+
+
+def test_encode_queries_query_mode_and_weights(tmp_path, monkeypatch):
+    """--query-mode tokenizer: inference-free queries, the tokenizer's tokens weighted by the table
+    --query-weights names (a file of the working folder here)."""
+    from lsr_pyserini.commands.encode import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "weights.json").write_text('{"vitamin": 2.0, "bone": 0.5}')
+    common = ["queries", "--encoder", "splade-tiny", "--input", str(QUERIES), "--quiet"]
+    main([*common, "--output", "model.tsv"])
+    main([*common, "--output", "tokens.tsv", "--query-mode", "tokenizer"])
+    main([*common, "--output", "weighted.tsv", "--query-mode", "tokenizer", "--query-weights", "weights.json"])
+
+    def first(name):
+        terms = (tmp_path / name).read_text().splitlines()[0].split("\t", 1)[1].split()
+        return {term: terms.count(term) for term in terms}
+
+    model, tokens, weighted = first("model.tsv"), first("tokens.tsv"), first("weighted.tsv")
+    assert tokens != model and set(tokens) == {"does", "vitamin", "d", "prevent", "bone", "fractures"}
+    assert len(set(tokens.values())) == 1  # every token the same weight, without a table
+    assert weighted["vitamin"] == 4 * weighted["bone"] and weighted != tokens
+
+
+@pytest.fixture(scope="module")
+def dense_stores(tmp_path_factory, tiny_encoder_only):
+    """The sample in two dense stores of the tiny encoder: as it is, and with prefixes."""
+    from lsr_pyserini.commands.encode import main
+
+    work = tmp_path_factory.mktemp("dense-prefixes")
+    common = ["dense", "--model", str(tiny_encoder_only), "--input", str(SAMPLE / "corpus.jsonl"), "--quiet",
+              "--pooling-mode", "mean"]
+    main([*common, "--output", str(work / "plain")])
+    main([*common, "--output", str(work / "prefixed"), "--doc-prefix", "passage: ", "--query-prefix", "query: "])
+    return work / "plain", work / "prefixed"
+
+
+def test_encode_dense_prefixes_reach_the_documents_and_the_queries(dense_stores):
+    import numpy as np
+
+    from lsr_pyserini.models.dense.queries import DenseQueries
+    from lsr_pyserini.stores.dense import DenseStore
+
+    plain, prefixed = DenseStore(str(dense_stores[0])), DenseStore(str(dense_stores[1]))
+    assert (prefixed.encoder_settings["doc_prefix"], prefixed.encoder_settings["query_prefix"]) == \
+        ("passage: ", "query: ")
+    assert prefixed.vectors.shape == plain.vectors.shape and not np.array_equal(prefixed.vectors, plain.vectors)
+    texts = ["protein folding", "vitamin d"]
+    queried = [np.asarray(DenseQueries(store).queries(["a", "b"], texts)) for store in dense_stores]
+    assert queried[0].shape == queried[1].shape and not np.array_equal(queried[0], queried[1])
+
+
+def test_search_dense_batch_size_and_rerank_output_format(dense_stores, tmp_path, monkeypatch):
+    from lsr_pyserini.commands.rerank import main as rerank_main
+    from lsr_pyserini.engines.dense.command import main as search_dense_main
+    from lsr_pyserini.models.dense import encoder
+
+    batches = []
+    encode = encoder.TransformerDenseEncoder.encode_queries
+    monkeypatch.setattr(encoder.TransformerDenseEncoder, "encode_queries",
+                        lambda self, texts: batches.append(len(texts)) or encode(self, texts))
+    search_dense_main(["--store", str(dense_stores[0]), "--queries", str(QUERIES), "--output",
+                       str(tmp_path / "dense.txt"), "--hits", "4", "--batch-size", "2"])
+    assert batches == [2, 2, 2, 1]
+    rerank_main(["--reranker", "dense", "--run", str(tmp_path / "dense.txt"), "--queries", str(QUERIES),
+                 "--store", str(dense_stores[1]), "--output", str(tmp_path / "msmarco.tsv"), "--output-format",
+                 "msmarco"])
+    lines = (tmp_path / "msmarco.tsv").read_text().splitlines()
+    assert len(lines) == 7 * 4 and all(len(line.split("\t")) == 3 for line in lines)
+    assert [line.split("\t")[2] for line in lines[:4]] == ["1", "2", "3", "4"]

@@ -251,3 +251,54 @@ def test_query_boosts_keep_the_largest_and_refuse_overflow():
     assert trimmed == 1 and boosts == [{"##d": 5, "a": 3}]
     with pytest.raises(InputError, match="boost 11 .* above --max-boost 10"):
         query_boosts(["q"], [{"a": 0.11}], 100, 10, 5)
+
+
+def test_index_model_shard_size_threads_and_overwrite_are_used(tmp_path, capsys, monkeypatch):
+    """`bm25aug index` with Lucene's indexing recorded (not run): --model is the tokenizer recorded,
+    --shard-size cuts the token shards, --threads reaches Lucene, --overwrite replaces an index
+    refused without it."""
+    from pathlib import Path
+
+    from lsr_pyserini.commands import bm25aug as bm25aug_command
+
+    lucene = []
+
+    def record(command, **kwargs):
+        lucene.append(command)
+        built = Path(command[command.index("--index") + 1])
+        built.mkdir()
+        (built / "segments_1").touch()  # what makes a folder a Lucene index to --overwrite
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(bm25aug_command.subprocess, "run", record)
+    index = tmp_path / "index"
+    common = ["index", "--input", SAMPLE / "corpus.jsonl", "--index", index, "--quiet"]
+    model = "python-package:cognition/model"  # splade-tiny's checkpoint, named as a checkpoint
+    assert command(capsys, *common, "--model", model, "--shard-size", 5, "--threads", 2)[0] == 0
+    assert json.loads((index / "lsr_tokenizer.json").read_text())["model"] == model
+    shards = lambda: sorted((tmp_path / "index.docs").glob("*.jsonl"))  # noqa: E731
+    assert len(shards()) == 3 and lucene[0][lucene[0].index("--threads") + 1] == "2"
+    status, error = command(capsys, *common)
+    assert status == 2 and "--overwrite" in error and len(lucene) == 1
+    assert command(capsys, *common, "--overwrite")[0] == 0
+    assert len(shards()) == 1 and json.loads((index / "lsr_tokenizer.json").read_text())["model"] == "splade-tiny"
+
+
+def test_queries_max_terms_threads_dtype_device_and_overwrite_are_used(tmp_path, capsys, wordpiece_index,
+                                                                       random_heads_model):
+    output = tmp_path / "queries.tsv"
+    common = ["queries", "--model", random_heads_model, "--index", wordpiece_index, "--input",
+              SAMPLE / "queries.test.tsv", "--quiet"]
+    assert command(capsys, *common, "--output", output)[0] == 0
+    every = dict(line.split("\t") for line in output.read_text().splitlines())
+    status, error = command(capsys, *common, "--output", output, "--max-terms", 2, "--threads", 1)
+    assert status == 2 and "--overwrite" in error
+    status, error = command(capsys, *common, "--output", output, "--max-terms", 2, "--threads", 1, "--overwrite")
+    assert status == 0 and torch.get_num_threads() == 1
+    trimmed = dict(line.split("\t") for line in output.read_text().splitlines())
+    assert all(len(set(terms.split())) <= 2 for terms in trimmed.values())
+    assert any(len(set(terms.split())) > 2 for terms in every.values())
+    assert command(capsys, *common, "--output", tmp_path / "bf16.tsv", "--dtype", "bfloat16")[0] == 0
+    assert dict(line.split("\t") for line in (tmp_path / "bf16.tsv").read_text().splitlines()) != every
+    status, error = command(capsys, *common, "--output", tmp_path / "absent.tsv", "--device", "cuda:99")
+    assert status == 2 and "cuda:99" in error
