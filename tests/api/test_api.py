@@ -256,6 +256,8 @@ def test_a_copied_moved_or_renamed_impact_index_is_searched_as_the_original(samp
     shutil.copytree(sample_indexes / "bm25", text)
     (text / "lsr_index.json").unlink()
     assert lsr_pyserini.Searcher(str(text)).engine.name == "bm25"
+    with pytest.raises(InputError, match="is a BM25 index: search it with engine 'bm25'"):
+        lsr_pyserini.Searcher(str(text), engine="lucene")  # it once said "an impact index"
     with pytest.raises(InputError, match="is a BM25 index"):
         lsr_pyserini.Searcher(str(text), encoder="splade-tiny", engine="lucene")
 

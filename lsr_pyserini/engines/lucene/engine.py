@@ -366,6 +366,9 @@ class LuceneImpactEngine(Engine):
     @classmethod
     def check_query_side(cls, index, settings: dict | None, encoder: str | None) -> None:
         if settings is None and not isinstance(index, list):
+            if lucene_index_kind(index) == BM25:
+                raise InputError(f"{index} is a BM25 index: search it with engine 'bm25' (or no engine), not "
+                                 f"engine 'lucene', which scores impacts")
             raise InputError(f"{index} is an impact index: give the encoder of its documents' impacts (encoder=..., "
                              f"e.g. 'splade-tiny')")
         super().check_query_side(index, settings, encoder)
