@@ -102,6 +102,15 @@ CASES = [
  ("a command flag parsed but ignored: fuse --rrf-k", "lsr_pyserini/commands/fuse.py",
   "rrf_k=args.rrf_k,", "rrf_k=RRF_K,",
   ["tests/commands/test_flags_varied.py", "-k", "rrf_k"]),
+ ("a header line of a topics file read as a query", "lsr_pyserini/core/topics.py",
+  "    return first and qid.strip().lower() in HEADER_IDS", "    return False",
+  ["tests/commands/test_what_users_met.py", "-k", "header"]),
+ ("--output-format msmarco writes a TREC run", "lsr_pyserini/core/writer.py",
+  'if output_format == "msmarco" else', 'if output_format == "never" else',
+  ["tests/api/test_pyserini_users.py", "-k", "msmarco"]),
+ ("an interrupted encode rerun on an edited corpus of the same size keeps the old shards", "lsr_pyserini/core/readers.py",
+  '"input_mtime_ns": stat.st_mtime_ns}', '"input_mtime_ns": 0}',
+  ["tests/commands/test_encode_cli.py", "-k", "interrupted_encode_rerun"]),
 ]
 
 
