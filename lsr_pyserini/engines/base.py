@@ -146,7 +146,7 @@ class Engine(ABC):
         if cls.query_kind == IMPACTS:
             if settings is None:
                 raise InputError(f"{index} is searched by engine {cls.name!r}: give the encoder of its documents' "
-                                 f"impacts (encoder=..., e.g. 'splade-tiny')")
+                                 f"impacts (--encoder, or encoder= in Python; e.g. splade-tiny)")
             if family == "bm25aug":
                 raise InputError(f"encoder {encoder!r} is a bm25aug model: it searches a WordPiece BM25 index "
                                  f"(engine 'bm25'), not engine {cls.name!r}")

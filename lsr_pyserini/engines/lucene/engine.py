@@ -369,8 +369,8 @@ class LuceneImpactEngine(Engine):
             if lucene_index_kind(index) == BM25:
                 raise InputError(f"{index} is a BM25 index: search it with engine 'bm25' (or no engine), not "
                                  f"engine 'lucene', which scores impacts")
-            raise InputError(f"{index} is an impact index: give the encoder of its documents' impacts (encoder=..., "
-                             f"e.g. 'splade-tiny')")
+            raise InputError(f"{index} is an impact index: give the encoder of its documents' impacts (--encoder, "
+                             f"or encoder= in Python; e.g. splade-tiny)")
         super().check_query_side(index, settings, encoder)
         if lucene_index_kind(index) == BM25:
             raise InputError(f"{index} is a BM25 index: search it without an encoder (encoder {encoder!r} gives "
