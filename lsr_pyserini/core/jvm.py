@@ -163,9 +163,13 @@ def configure_environment() -> Path:
     return home
 
 
+_started_heap: str | None = None  # the -Xmx this process's JVM was started with by start_jvm
+
+
 def start_jvm(heap: str | None = None) -> None:
     """Start the JVM with the Anserini jar (idempotent). Call before importing pyserini's Lucene parts.
-    `heap`: Java's -Xmx size (e.g. "4g"; default: LSR_PYSERINI_JAVA_HEAP, else Java's own)."""
+    `heap`: Java's -Xmx size (e.g. "4g"; default: LSR_PYSERINI_JAVA_HEAP, else Java's own); given
+    once the JVM runs with another, it cannot take effect: a warning says so."""
     for given, source in ((heap, "heap"), (os.environ.get("LSR_PYSERINI_JAVA_HEAP"), "LSR_PYSERINI_JAVA_HEAP")):
         # checked first: with a size Java cannot read the boot fails with "SystemError: JVM failed to start: -6"
         if given is not None and (not isinstance(given, str) or not re.fullmatch(r"[1-9][0-9]*[kKmMgGtT]?", given)):
@@ -175,7 +179,16 @@ def start_jvm(heap: str | None = None) -> None:
     home = configure_environment()
     import jnius_config
 
-    if not jnius_config.vm_running:
+    global _started_heap
+    if jnius_config.vm_running:
+        if heap is not None and heap != _started_heap:  # Java's heap is fixed when it starts
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "start_jvm(heap=%r): the JVM of this process is running already (with %s), so its heap "
+                "stays as it is: call start_jvm(heap=...) before any search", heap,
+                f"-Xmx{_started_heap}" if _started_heap else "Java's default heap")
+    else:
         jnius_config.set_classpath(anserini_jar())
         options = []
         if has_module(home, VECTOR_MODULE):
@@ -183,6 +196,7 @@ def start_jvm(heap: str | None = None) -> None:
         heap = heap or os.environ.get("LSR_PYSERINI_JAVA_HEAP")
         if heap:
             options.append(f"-Xmx{heap}")
+        _started_heap = heap or None
         if options:
             jnius_config.add_options(*options)
         import jnius  # noqa: F401  (importing it boots the JVM)

@@ -153,9 +153,13 @@ def test_start_jvm_heap_is_the_jvms_maximum_heap():
     """`start_jvm(heap)` takes effect when the JVM starts, once per process: a process of its own
     (this one's JVM is started already), which reads the JVM's maximum heap back."""
     script = ("from lsr_pyserini import start_jvm; start_jvm(heap='96m'); from jnius import autoclass; "
-              "print(autoclass('java.lang.Runtime').getRuntime().maxMemory())")
+              "print(autoclass('java.lang.Runtime').getRuntime().maxMemory()); start_jvm(heap='96m'); "
+              "start_jvm(heap='2g')")
     env = {key: value for key, value in os.environ.items() if key != "LSR_PYSERINI_JAVA_HEAP"}
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, env=env,
                           check=False)
     assert done.returncode == 0, done.stderr
     assert 64 * 2**20 < int(done.stdout.split()[-1]) <= 96 * 2**20  # the JVM's default would be a share of RAM
+    # the same heap again is quiet; another, too late to take effect, is said (it was silently ignored)
+    warned = [line for line in done.stderr.splitlines() if "running already" in line]
+    assert len(warned) == 1 and "heap='2g'" in warned[0] and "-Xmx96m" in warned[0], done.stderr
