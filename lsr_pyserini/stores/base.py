@@ -113,7 +113,7 @@ class ShardedStoreWriter(StoreWriter):
         except (OSError, json.JSONDecodeError):
             previous = None
         if not isinstance(previous, dict) or previous.get("settings") != self.settings:
-            raise InputError(f"{self.partial}: holds vectors encoded with other settings "
+            raise InputError(f"{self.partial}: holds the parts of a run on other input or settings "
                              f"(or unreadable): pass --overwrite to start again")
         return previous.get("parts", {})
 

@@ -264,7 +264,7 @@ def test_an_interrupted_build_rerun_on_other_shards_of_the_same_size_reads_them(
     release_outputs()
     monkeypatch.setattr(engine, "_read_part", original)
     vectors = write(4)  # same names and sizes, other impacts
-    with pytest.raises(InputError, match=r"ix\.partial: holds vectors encoded with other settings"):
+    with pytest.raises(InputError, match=r"ix\.partial: holds the parts of a run on other input or settings"):
         engine.build_pisa_index(str(shards), str(tmp_path / "ix"))
     release_outputs()
     engine.build_pisa_index(str(shards), str(tmp_path / "ix"), overwrite=True)
