@@ -121,7 +121,7 @@ class Searcher:
         if bm25 is not None:
             if not isinstance(bm25, (tuple, list)) or len(bm25) != 2:
                 raise InputError(f"bm25: expected (k1, b), got {bm25!r}")
-            bm25 = (number_arg("bm25 k1", bm25[0], non_negative_float), number_arg("bm25 b", bm25[1], probability))
+            bm25 = (number_arg("k1", bm25[0], non_negative_float), number_arg("b", bm25[1], probability))
         self._place, self._placement = placement_args(device, dtype), None
         # encoded queries and no re-ranker: no model to place, and resolving `auto` would import torch (2 s)
         self._models = not (encoded and reranker is None)

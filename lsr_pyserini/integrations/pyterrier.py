@@ -185,6 +185,7 @@ class Indexer(pt.Indexer):
         target, work = Path(self.path), Path(self.path + ".input")
         if (target.exists() or work.exists()) and not self.overwrite:
             raise InputError(f"{target}: already exists (give overwrite=True to replace it)")
+        self._check_replaceable(target, work)
         for old in (target, work, work.with_name(work.name + ".manifest.json")):
             if old.is_dir():
                 shutil.rmtree(old)
@@ -204,6 +205,24 @@ class Indexer(pt.Indexer):
             last = [line for line in done.stdout.splitlines() if line.strip()][-1:] or ["no output"]
             raise InputError(f"Indexer: building the {self.engine} index {target} failed: {last[0][:300]}")
         return str(target)
+
+    def _check_replaceable(self, target: Path, work: Path) -> None:
+        """overwrite=True replaces only what an Indexer wrote: an index some engine recognises (or an
+        empty folder) at `target`, and its own documents and shards in INDEX.input."""
+        from ..engines import recognising_engine
+
+        family = None if self.settings is None else self.settings.get("family")
+        if target.exists() and not (target.is_dir() and not any(target.iterdir())):
+            try:
+                recognised = recognising_engine(str(target), family) is not None
+            except InputError:
+                recognised = False
+            if not recognised:
+                raise InputError(f"{target}: exists and is no index: refusing to replace it even with "
+                                 f"overwrite=True; choose another path")
+        ours = {"text", "shards", "shards.manifest.json"}
+        if work.exists() and not (work.is_dir() and {p.name for p in work.iterdir()} <= ours):
+            raise InputError(f"{work}: exists and was not written by an Indexer: refusing to replace it; move it away")
 
     def _encode(self, corpus: Path, shards: Path) -> Path:
         """`encode corpus --input CORPUS --output SHARDS --encoder ENCODER`, in this process."""

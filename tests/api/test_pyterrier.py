@@ -255,6 +255,12 @@ def test_indexer_engine_encoder_text_field_and_overwrite_are_used(tmp_path, monk
         lsr.Indexer(target, encoder=None, engine="bm25", text_field="title").index(documents)
     lsr.Indexer(target, encoder=None, engine="bm25", overwrite=True).index(documents)
     assert len(commands) == 2 and json.loads(texts.read_text())["contents"] == "protein folding"
+    mine = tmp_path / "notes"  # a folder of the user's, given by mistake: overwrite=True never removes it
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    with pytest.raises(InputError, match="exists and is no index: refusing to replace it even with overwrite=True"):
+        lsr.Indexer(str(mine), encoder=None, engine="bm25", overwrite=True).index(documents)
+    assert (mine / "thesis.tex").read_text() == "years of work" and len(commands) == 2
 
 
 def test_retriever_engine_is_the_engine_opened(service_indexes):

@@ -86,7 +86,7 @@ CASES = [
     ("Searcher", _searcher(encoder_options="query_max_length=8"), "encoder_options: expected a dict"),
     ("Searcher", _searcher(reranker_options=[1]), "reranker_options: expected a dict"),
     ("Searcher", _searcher(bm25=(0.9,)), "bm25: expected (k1, b)"),
-    ("Searcher", _searcher(bm25=("0.9", 0.4)), "bm25 k1: expected"),
+    ("Searcher", _searcher(bm25=("0.9", 0.4)), "k1: expected"),
     ("Searcher", _searcher(encoded="yes"), "encoded: expected True or False"),
     ("Searcher", _searcher(device="gpu"), "device:"),
     ("Searcher", _searcher(dtype="float64"), "dtype: invalid choice: 'float64'"),

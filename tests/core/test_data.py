@@ -179,8 +179,8 @@ def test_an_ir_datasets_id_reads_as_its_files(sample_irds):
     queries = list(read_queries(str(SAMPLE / "queries.test.tsv")))
     assert len(queries) == 7 and list(read_queries(sample_irds)) == queries
     assert CorpusCheck(sample_irds).run().count == 12
-    for reader in (read_corpus, read_queries):
-        with pytest.raises(InputError, match="^lsr-pyserini-test/none: no such file, folder or ir_datasets id$"):
+    for reader, named in ((read_corpus, ""), (read_queries, ", Pyserini topics name")):
+        with pytest.raises(InputError, match=f"^lsr-pyserini-test/none: no such file, folder{named} or ir_datasets id$"):
             list(reader("lsr-pyserini-test/none"))
 
 

@@ -188,6 +188,8 @@ def test_no_removal_outside_the_one_helper():
         ("core/gguf.py", "(partial, target)"),  # its own cache entry, written aside, renamed in when checked
         ("core/gguf.py", "partial.unlink("),  # that entry, when assembling it failed
         ("core/gguf.py", "shutil.rmtree(partial"),  # the de-quantized copy written aside (renamed, or failed)
+        ("integrations/pyterrier.py", "shutil.rmtree(old)"),  # Indexer(overwrite=True): an index or its own
+        ("integrations/pyterrier.py", "old.unlink()"),  # input, each checked first (_check_replaceable)
     }
     pattern = re.compile(r"rmtree|\.unlink\(|os\.replace|os\.rename|\.rename\(|os\.remove|\.rmdir\(")
     package = REPO / "lsr_pyserini"
