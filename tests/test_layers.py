@@ -14,7 +14,7 @@ CORE, KERNELS, STORES, MODELS, USES_MODELS, ENGINES, API, SERVICE, COMMANDS = ra
 # the doors (`python -m lsr_pyserini.X`: a few lines each at the top of the package) and the rooms that
 # hold the commands (commands/, an engine folder's command.py, a package's __main__.py)
 DOORS = {"encode", "export", "prepare", "expand", "rerank", "fuse", "search_dense", "bm25aug", "evaluate", "regress",
-         "demo", "lucene", "seismic", "milvus", "pisa", "bmp", "search", "jvm", "ssr", "bench",
+         "demo", "lucene", "seismic", "milvus", "pisa", "bmp", "search", "jvm", "ssr", "bench", "adapt",
          "__main__"}  # __main__: `python -m lsr_pyserini` lists the commands
 
 

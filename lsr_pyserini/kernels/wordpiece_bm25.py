@@ -113,7 +113,7 @@ class BM25Statistics:
         doc_freq = np.zeros(vocab_size, dtype=np.int64)
         total, count = 0, 0
         for ids in documents:
-            if not ids:
+            if len(ids) == 0:
                 continue  # Lucene has no field (and no norm) for a document without tokens
             count += 1
             total += len(ids)
@@ -132,7 +132,7 @@ class BM25Statistics:
 
     def tf_part(self, ids: list[int], k1: float = DEFAULT_K1, b: float = DEFAULT_B) -> tuple[np.ndarray, np.ndarray]:
         """(distinct token ids, f_t(d)) of one document."""
-        if not ids:
+        if len(ids) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         tokens, tf = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
         norm = k1 * (1.0 - b + b * lucene_length(len(ids)) / self.avgdl)

@@ -145,7 +145,7 @@ def train(model, data: TrainingData, output: str, settings: dict, *, epochs: int
     scaler = placement.grad_scaler()  # float16 only
     seed_everything(seed)
     steps_per_epoch = len(data) // batch_size
-    if steps_per_epoch == 0:
+    if steps_per_epoch == 0 and max_steps != 0:  # 0 steps: the starting model is saved, no batch is needed
         raise InputError(f"{len(data)} training queries are fewer than one batch of {batch_size}")
     total = epochs * steps_per_epoch if max_steps is None else min(epochs * steps_per_epoch, max_steps)
     groups = model.parameter_groups(lr) if hasattr(model, "parameter_groups") else \

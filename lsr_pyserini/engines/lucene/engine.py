@@ -615,9 +615,12 @@ def check_vocabulary(index, settings: dict, encoder: str | None) -> None:
     from ...core.hf import load_tokenizer
     from ...core.presets import resolve_model
 
+    from ...models.exact_match import EXACT_PREFIX
+
     vocabulary = load_tokenizer(resolve_model(settings["model"])).get_vocab()
     terms = index_terms(index)
-    known = sum(term in vocabulary for term in terms)
+    exact = settings.get("exact_match", "none") != "none"  # its BM25 terms: the analyzer's, under their prefix
+    known = sum(term in vocabulary or (exact and term.startswith(EXACT_PREFIX)) for term in terms)
     if terms and known < VOCABULARY_SHARE * len(terms):
         raise InputError(f"{index} records no encoder, and its terms are not encoder {encoder!r}'s vocabulary "
                          f"({known} of {len(terms)} sampled terms are): give the encoder its documents were "

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ...core.declarations import Schema, Setting
 from ..registry import family
-from ..shared_settings import DOC_MAX_LENGTH, DOC_TOP_K, QUANTIZE, QUERY_MAX_LENGTH, QUERY_TOP_K, SPARSE_COMMON
+from ...core.options import non_negative_float
+from ..exact_match import EXACT_STATS_FILE, MODES
+from ..shared_settings import B, DOC_MAX_LENGTH, DOC_TOP_K, K1, QUANTIZE, QUERY_MAX_LENGTH, QUERY_TOP_K, SPARSE_COMMON
 
 POOLING = Setting("pooling", "max", "pooling over positions of log(1 + ReLU(logits)): max (SPLADE v2/++) or sum (v1)",
                   choices=("max", "sum"))
@@ -12,7 +14,14 @@ QUERY_MODE = Setting("query_mode", "model", "model: queries run through the mode
                      "queries, the tokenizer's tokens weighted by query_weights", choices=("model", "tokenizer"))
 QUERY_WEIGHTS = Setting("query_weights", None, "JSON {term: weight} table for query_mode tokenizer, a file of the "
                         "model folder or a path; none = weight 1", nullable=True)
+EXACT_MATCH = Setting("exact_match", "none", f"bm25: BM25 over the tokenizer's tokens folded into the impacts "
+                      f"(terms of their own; corpus statistics {EXACT_STATS_FILE} in the model folder, written by "
+                      f"`adapt`): one index, one query, the sum of both scores (models/exact_match.py)", choices=MODES)
+EXACT_MATCH_WEIGHT = Setting("exact_match_weight", 2.0, "weight of the BM25 score beside the model's when "
+                             "exact_match is bm25 (the query side's exact-match weight per token occurrence)",
+                             non_negative_float)
 POOLINGS, QUERY_MODES = POOLING.choices, QUERY_MODE.choices
 
 SCHEMA = family(Schema("splade", SPARSE_COMMON + (POOLING, DOC_MAX_LENGTH, QUERY_MAX_LENGTH, DOC_TOP_K, QUERY_TOP_K,
-                                                  QUERY_MODE, QUERY_WEIGHTS, QUANTIZE)))
+                                                  QUERY_MODE, QUERY_WEIGHTS, QUANTIZE, EXACT_MATCH,
+                                                  EXACT_MATCH_WEIGHT, K1, B)))

@@ -16,6 +16,7 @@ from ...core.presets import resolve_model
 from ...kernels.int8 import projection_engine
 from ...kernels.int8 import describe as describe_quantize
 from ..base import SparseEncoder, SparseVector
+from ..exact_match import ExactMatch, merge
 from ..registry import encoder as register
 from .config import SCHEMA
 from .model import SpladeModel
@@ -67,6 +68,9 @@ class SpladeEncoder(SparseEncoder):
         self.query_weights_source = config["query_weights"]
         self.query_weight_table = read_query_weights(self.path, config["query_weights"]) \
             if self.query_mode == "tokenizer" else None
+        # BM25 folded into the impacts: the corpus statistics the checkpoint holds (models/exact_match.py)
+        self.exact = ExactMatch.load(self.path, config["k1"], config["b"],
+                                     config["exact_match_weight"]) if config["exact_match"] == "bm25" else None
 
     @torch.inference_mode()
     def term_weights(self, texts: list[str], side: str) -> torch.Tensor:
@@ -88,7 +92,8 @@ class SpladeEncoder(SparseEncoder):
         return vectors
 
     def encode_documents(self, texts: list[str]) -> list[SparseVector]:
-        return self._to_vectors(self.term_weights(texts, "documents"), "documents")
+        vectors = self._to_vectors(self.term_weights(texts, "documents"), "documents")
+        return vectors if self.exact is None else merge(vectors, self.exact.documents(texts))
 
     # -- query side --------------------------------------------------------------------------
     def _tokenizer_vectors(self, texts: list[str]) -> list[SparseVector]:
@@ -109,8 +114,10 @@ class SpladeEncoder(SparseEncoder):
 
     def encode_queries(self, texts: list[str]) -> list[SparseVector]:
         if self.query_mode == "tokenizer":
-            return self._tokenizer_vectors(texts)
-        return self._to_vectors(self.term_weights(texts, "queries"), "queries")
+            vectors = self._tokenizer_vectors(texts)
+        else:
+            vectors = self._to_vectors(self.term_weights(texts, "queries"), "queries")
+        return vectors if self.exact is None else merge(vectors, self.exact.queries(texts))
 
     def describe(self) -> dict:
         return {
@@ -124,6 +131,8 @@ class SpladeEncoder(SparseEncoder):
             "query_top_k": self.top_k["queries"],
             "query_mode": self.query_mode,
             "query_weights": self.query_weights_source,
+            **({"exact_match": "bm25", "exact_match_weight": self.exact.weight, "k1": self.exact.k1,
+                "b": self.exact.b} if self.exact is not None else {}),
             **self.placement.identity(),
             **describe_quantize(self.quantize, "vocabulary projection (int8 filter, exact float32 rescoring)",
                                 projection_engine()),

@@ -1,0 +1,175 @@
+"""`adapt`: the BM25 folded into the impacts is Lucene's BM25; the same model for a seed, after a kill
+too; every flag reaches the model; bad input refused in one line. Tiny random models on the sample
+passages (the real checkpoints and collections: eval/regressions/*adapt*.yaml)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLE, run_tool
+
+CORPUS, QUERIES = SAMPLE / "corpus.jsonl", SAMPLE / "queries.test.tsv"
+# small enough for seconds, large enough that every flag has something to change
+BASE_FLAGS = ["--pseudo-queries", "10", "--steps", "6", "--batch-size", "2", "--group-size", "2", "--lr", "1e-3",
+              "--doc-max-length", "32", "--lambda-d", "2e-3", "--lambda-q", "2e-3", "--seed", "7", "--threads", "1",
+              "--quiet"]
+
+
+def adapt(out: Path, base: Path, *flags: str) -> Path:
+    from lsr_pyserini.commands.adapt import main
+
+    main(["--corpus", str(CORPUS), "--output", str(out), "--base", str(base), *flags])
+    return out
+
+
+def with_flag(flags: list[str], flag: str, value: str) -> list[str]:
+    flags = list(flags)
+    flags[flags.index(flag) + 1] = value
+    return flags
+
+
+def digest(folder: Path) -> str:
+    return hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+
+
+def test_exact_match_side_scores_lucene_bm25(tmp_path):
+    """Query side x document side of the exact-match terms = weight x the BM25 score Lucene gives the
+    same text, at a k1 and b that are not Anserini's defaults (so neither can be ignored)."""
+    from lsr_pyserini import start_jvm
+    from lsr_pyserini.core.readers import read_corpus, read_queries
+    from lsr_pyserini.models.exact_match import EXACT_PREFIX, ExactMatch, analyze
+
+    docs = list(read_corpus(str(CORPUS)))
+    queries = list(read_queries(str(QUERIES)))
+    k1, b, weight = 1.6, 0.9, 3.0
+    exact, _ = ExactMatch.from_terms(analyze([d.text for d in docs]), k1, b, weight)
+    exact.save(tmp_path)
+    exact = ExactMatch.load(tmp_path, k1, b, weight)  # what an encoder reads back
+    doc_vectors = exact.documents([d.text for d in docs])
+    query_vectors = exact.queries([q.text for q in queries])
+    assert all(t.startswith(EXACT_PREFIX) for v in doc_vectors + query_vectors for t in v)
+
+    run_tool("prepare", "corpus", "--input", CORPUS, "--output", tmp_path / "docs", "--quiet", check=True)
+    run_tool("lucene", "index", "--collection", "JsonCollection", "--input", tmp_path / "docs", "--index",
+             tmp_path / "bm25", "--generator", "DefaultLuceneDocumentGenerator", "--threads", "1", check=True)
+    start_jvm()
+    from pyserini.search.lucene import LuceneSearcher
+
+    searcher = LuceneSearcher(str(tmp_path / "bm25"))
+    searcher.set_bm25(k1, b)
+    compared = 0
+    for query, qvec in zip(queries, query_vectors):
+        lucene = {hit.docid: hit.score for hit in searcher.search(query.text, k=100)}
+        for doc, dvec in zip(docs, doc_vectors):
+            ours = sum(w * dvec.get(t, 0.0) for t, w in qvec.items())
+            assert ours == pytest.approx(weight * lucene.get(doc.id, 0.0), rel=1e-4, abs=1e-4), (query.id, doc.id)
+            compared += doc.id in lucene
+    assert compared > 10
+
+
+def test_adapted_checkpoint_runs_the_impact_pipeline(tmp_path, tiny_preset):
+    """The adapted folder is a SPLADE checkpoint with exact_match bm25 recorded: `encode corpus`, an
+    impact index and `search --impact` rank with the sum, and the statistics are the corpus's."""
+    from lsr_pyserini.models.exact_match import EXACT_PREFIX, EXACT_STATS_FILE
+    from lsr_pyserini.models.resolve import resolve_settings
+
+    model = adapt(tmp_path / "model", tiny_preset, *with_flag(BASE_FLAGS, "--steps", "2"),
+                  "--exact-match-weight", "2.5")
+    settings = resolve_settings(str(model))
+    assert (settings["family"], settings["exact_match"], settings["exact_match_weight"]) == ("splade", "bm25", 2.5)
+    assert settings["doc_max_length"] == 64  # the base's: --doc-max-length is the training's alone
+    stats = json.loads((model / EXACT_STATS_FILE).read_text())
+    assert stats["doc_count"] == 12 and stats["doc_freq"]["statin"] >= 1
+    summary = json.loads((model / "lsr_training.json").read_text())
+    assert summary["steps"] == 2 and summary["exact_match_weight"] == 2.5
+
+    run_tool("encode", "corpus", "--encoder", model, "--input", CORPUS, "--output", tmp_path / "vectors", "--quiet",
+             check=True)
+    shard = next((tmp_path / "vectors").glob("*.jsonl*"))
+    import gzip
+
+    opener = gzip.open if shard.suffix == ".gz" else open
+    with opener(shard, "rt") as handle:
+        vectors = [json.loads(line)["vector"] for line in handle]
+    assert all(any(t.startswith(EXACT_PREFIX) for t in v) and any(not t.startswith(EXACT_PREFIX) for t in v)
+               for v in vectors)
+    run_tool("encode", "queries", "--encoder", model, "--input", QUERIES, "--output", tmp_path / "q.tsv", "--quiet",
+             check=True)
+    query_terms = Counter((tmp_path / "q.tsv").read_text().split("\n")[0].split("\t")[1].split())
+    assert any(t.startswith(EXACT_PREFIX) and n == 250 for t, n in query_terms.items())  # 2.5 x 100, once
+    run_tool("lucene", "index", "--collection", "JsonVectorCollection", "--input", tmp_path / "vectors", "--index",
+             tmp_path / "index", "--generator", "DefaultLuceneDocumentGenerator", "--impact", "--pretokenized",
+             "--threads", "1", check=True)
+    run_tool("lucene", "search", "--index", tmp_path / "index", "--topics", tmp_path / "q.tsv", "--output",
+             tmp_path / "run.txt", "--impact", "--hits", "5", check=True)
+    assert len((tmp_path / "run.txt").read_text().splitlines()) >= 7
+
+
+def test_same_seed_same_model_and_each_flag_changes_it(tmp_path, tiny_preset):
+    first = digest(adapt(tmp_path / "a", tiny_preset, *BASE_FLAGS))
+    assert digest(adapt(tmp_path / "b", tiny_preset, *BASE_FLAGS)) == first
+    changes = {"--seed": "8", "--pseudo-queries": "8", "--steps": "5", "--batch-size": "3", "--group-size": "3",
+               "--lr": "2e-3", "--doc-max-length": "12", "--lambda-d": "0.5", "--lambda-q": "0.5"}
+    for flag, value in changes.items():
+        out = tmp_path / flag.strip("-")
+        assert digest(adapt(out, tiny_preset, *with_flag(BASE_FLAGS, flag, value))) != first, flag
+    # the weight of BM25 in the training loss and in the checkpoint
+    out = adapt(tmp_path / "weight", tiny_preset, *BASE_FLAGS, "--exact-match-weight", "0.5")
+    assert digest(out) != first
+
+
+def test_killed_and_rerun_gives_the_same_model(tmp_path, tiny_preset):
+    flags = [*with_flag(BASE_FLAGS, "--steps", "300"), "--save-every", "5"]
+    whole = digest(adapt(tmp_path / "whole", tiny_preset, *flags))
+    out = tmp_path / "killed"
+    command = [sys.executable, "-m", "lsr_pyserini.adapt", "--corpus", str(CORPUS), "--output", str(out), "--base",
+               str(tiny_preset), *flags]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not (out / "checkpoint.pt").is_file() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert (out / "checkpoint.pt").is_file() and not (out / "lsr_training.json").exists(), "killed before the end"
+    subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert digest(out) == whole
+
+
+def test_refusals_in_one_line(tmp_path, tiny_preset):
+    adapt(tmp_path / "done", tiny_preset, *with_flag(BASE_FLAGS, "--steps", "1"))
+    result = run_tool("adapt", "--corpus", CORPUS, "--output", tmp_path / "done", "--base", tiny_preset, "--quiet")
+    assert result.returncode != 0 and "--overwrite" in result.stderr.strip().splitlines()[-1]
+    before = digest(tmp_path / "done")
+    adapt(tmp_path / "done", tiny_preset, *with_flag(BASE_FLAGS, "--seed", "9"), "--overwrite")
+    assert digest(tmp_path / "done") != before
+    result = run_tool("adapt", "--corpus", CORPUS, "--output", tmp_path / "x", "--base", "bge-m3", "--quiet")
+    assert result.returncode != 0 and "SPLADE" in result.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "x").exists()
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    result = run_tool("adapt", "--corpus", empty, "--output", tmp_path / "y", "--base", tiny_preset, "--quiet")
+    assert result.returncode != 0 and "no document" in result.stderr.strip().splitlines()[-1]
+
+
+def test_encoder_refuses_a_folder_without_its_statistics(tmp_path, tiny_preset):
+    from lsr_pyserini.core.errors import InputError
+    from lsr_pyserini.models.exact_match import EXACT_STATS_FILE
+    from lsr_pyserini.models.registry import ENCODERS, load_families
+    from lsr_pyserini.models.resolve import resolve_settings
+
+    model = adapt(tmp_path / "model", tiny_preset, *with_flag(BASE_FLAGS, "--steps", "0"))
+    load_families()
+    settings = resolve_settings(str(model))
+    (model / EXACT_STATS_FILE).unlink()
+    with pytest.raises(InputError, match=EXACT_STATS_FILE):
+        ENCODERS["splade"](**{k: v for k, v in settings.items() if k not in ("family", "name")})
