@@ -20,7 +20,7 @@ from ..core.cli import QUIET_HELP, quiet_libraries, run_main, set_threads
 from ..core.options import int_in, non_negative_float, non_negative_int, positive_float, positive_int, random_seed
 
 DEFAULTS = {  # chosen on SciFact train and debian-docs dev only (docs/adapt.md)
-    "base": "splade-tiny", "pseudo_queries": 4000, "steps": 400, "batch_size": 8, "group_size": 4, "lr": 2e-5,
+    "base": "splade-tiny", "pseudo_queries": 4000, "steps": 0, "batch_size": 8, "group_size": 4, "lr": 2e-5,
     "exact_match_weight": 2.0, "doc_max_length": 128, "lambda_d": 1e-3, "lambda_q": 1e-3,
 }
 
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     from ..train.adapt import adapt
 
     set_threads(args.threads)
-    summary = adapt(args)
+    summary = adapt(args, say=None if args.quiet else (lambda line: print(line, file=sys.stderr)))
     print(f"adapted {args.base} to {args.corpus}: {summary['passages']} passages, {summary['pseudo_queries']} "
           f"pseudo-queries, {summary['steps']} steps in {summary['seconds']} s -> {args.output}", file=sys.stderr)
 

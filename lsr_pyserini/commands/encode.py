@@ -187,7 +187,8 @@ def setting_flags(side: str) -> dict[str, Setting]:
              "--max-length": f"{prefix}_max_length", "--top-k": f"{prefix}_top_k", "--impact-scale": "impact_scale",
              "--pooling": "pooling", "--chat-template": "chat_template", "--quantize": "quantize"}
     if side == "queries":
-        names.update({"--query-mode": "query_mode", "--query-weights": "query_weights"})
+        names.update({"--query-mode": "query_mode", "--query-weights": "query_weights",
+                      "--exact-match-weight": "exact_match_weight"})  # BM25's share: a query-side weight
     return {flag: declared(name) for flag, name in names.items() if name}
 
 

@@ -21,7 +21,7 @@ def test_every_shipped_file_validates(path):
     assert spec["expected"] and set(spec["expected"]) == set(spec["runs"])
     # a file that trains states the thread count of its training steps (load_regression checks
     # that each training step passes it)
-    trains = any(step.split()[0] == "train" or step.startswith("ssr fit") for step in spec["steps"])
+    trains = any(step.split()[0] in ("train", "adapt") or step.startswith("ssr fit") for step in spec["steps"])
     assert ("train_threads" in spec) == trains, path
 
 

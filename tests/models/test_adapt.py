@@ -112,6 +112,16 @@ def test_adapted_checkpoint_runs_the_impact_pipeline(tmp_path, tiny_preset):
     run_tool("lucene", "search", "--index", tmp_path / "index", "--topics", tmp_path / "q.tsv", "--output",
              tmp_path / "run.txt", "--impact", "--hits", "5", check=True)
     assert len((tmp_path / "run.txt").read_text().splitlines()) >= 7
+    # BM25's share changes at query time, on the same index: 0 leaves the neural side alone
+    for weight, count in (("0", None), ("1.5", 150)):
+        out = tmp_path / f"q{weight}.tsv"
+        run_tool("encode", "queries", "--encoder", model, "--input", QUERIES, "--output", out,
+                 "--exact-match-weight", weight, "--quiet", check=True)
+        terms = Counter(out.read_text().split("\n")[0].split("\t")[1].split())
+        exact = {n for t, n in terms.items() if t.startswith(EXACT_PREFIX)}
+        assert exact == ({count} if count else set()) and len(terms) > len(exact), weight
+        run_tool("lucene", "search", "--index", tmp_path / "index", "--topics", out, "--output",
+                 tmp_path / f"run{weight}.txt", "--impact", "--hits", "5", check=True)
 
 
 def test_same_seed_same_model_and_each_flag_changes_it(tmp_path, tiny_preset):

@@ -20,7 +20,8 @@ from ...core.environment import cpu_kind, environment
 from ...core.errors import InputError
 from ...core.evaluation import EFFICIENCY_FIGURES, METRICS, evaluate_run, format_table
 
-TOOLS = ("encode", "prepare", "expand", "lucene", "evaluate", "rerank", "fuse", "search_dense", "train", "bm25aug", "ssr")
+TOOLS = ("encode", "prepare", "expand", "lucene", "evaluate", "rerank", "fuse", "search_dense", "train", "bm25aug", "ssr",
+         "adapt")
 REPO_ROOT = Path(__file__).resolve().parents[3]  # the checkout (lsr_pyserini/commands/regress/run.py)
 
 
@@ -69,7 +70,7 @@ PLACEHOLDERS = ("data", "work", "threads", "train_threads")  # substituted in qr
 # Training steps: their figures depend on torch's thread count (the CPU LayerNorm backward sums its
 # weight and bias gradients in one partial sum per thread, docs/reproducibility.md), so each one
 # runs with the file's `train_threads` (`--threads {train_threads}`), whatever regress's --threads.
-TRAINING_STEPS = (("train",), ("ssr", "fit"))
+TRAINING_STEPS = (("train",), ("ssr", "fit"), ("adapt",))
 TRAIN_THREADS_FLAG = "--threads {train_threads}"
 
 

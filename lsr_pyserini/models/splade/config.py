@@ -18,7 +18,8 @@ EXACT_MATCH = Setting("exact_match", "none", f"bm25: BM25 over the tokenizer's t
                       f"(terms of their own; corpus statistics {EXACT_STATS_FILE} in the model folder, written by "
                       f"`adapt`): one index, one query, the sum of both scores (models/exact_match.py)", choices=MODES)
 EXACT_MATCH_WEIGHT = Setting("exact_match_weight", 2.0, "weight of the BM25 score beside the model's when "
-                             "exact_match is bm25 (the query side's exact-match weight per token occurrence)",
+                             "exact_match is bm25: a query-side weight per term occurrence, so it changes at query time "
+                             "without encoding the corpus again",
                              non_negative_float)
 POOLINGS, QUERY_MODES = POOLING.choices, QUERY_MODE.choices
 
