@@ -111,6 +111,15 @@ CASES = [
  ("an interrupted encode rerun on an edited corpus of the same size keeps the old shards", "lsr_pyserini/core/readers.py",
   '"input_mtime_ns": stat.st_mtime_ns}', '"input_mtime_ns": 0}',
   ["tests/commands/test_encode_cli.py", "-k", "interrupted_encode_rerun"]),
+ ("exact-match side ignores Lucene's lossy document length", "lsr_pyserini/models/exact_match.py",
+  "self.b * lucene_length(len(terms)) / self.statistics.avgdl", "self.b * len(terms) / self.statistics.avgdl",
+  ["tests/models/test_adapt.py", "-k", "lucene_bm25"]),
+ ("exact-match query side ignores the weight", "lsr_pyserini/models/exact_match.py",
+  "{EXACT_PREFIX + t: self.weight * n for t, n", "{EXACT_PREFIX + t: 2.0 * n for t, n",
+  ["tests/models/test_adapt.py", "-k", "lucene_bm25 or impact_pipeline"]),
+ ("adapt trains on the passage with the query left in", "lsr_pyserini/train/adapt.py",
+  "texts = [self.queries[chosen[i // group_size]].rest if", "texts = [self.texts[d] if",
+  ["tests/models/test_adapt.py", "-k", "cut_out"]),
 ]
 
 

@@ -48,7 +48,10 @@ def test_exact_match_side_scores_lucene_bm25(tmp_path):
     from lsr_pyserini.core.readers import read_corpus, read_queries
     from lsr_pyserini.models.exact_match import EXACT_PREFIX, ExactMatch, analyze
 
-    docs = list(read_corpus(str(CORPUS)))
+    corpus = tmp_path / "corpus.jsonl"  # the sample and one long passage: Lucene stores its length lossily
+    long_text = " ".join(["statins lower cholesterol in the blood", "exercise and the heart muscle"] * 40)
+    corpus.write_text(CORPUS.read_text() + json.dumps({"_id": "long", "title": "Long", "text": long_text}) + "\n")
+    docs = list(read_corpus(str(corpus)))
     queries = list(read_queries(str(QUERIES)))
     k1, b, weight = 1.6, 0.9, 3.0
     exact, _ = ExactMatch.from_terms(analyze([d.text for d in docs]), k1, b, weight)
@@ -58,7 +61,7 @@ def test_exact_match_side_scores_lucene_bm25(tmp_path):
     query_vectors = exact.queries([q.text for q in queries])
     assert all(t.startswith(EXACT_PREFIX) for v in doc_vectors + query_vectors for t in v)
 
-    run_tool("prepare", "corpus", "--input", CORPUS, "--output", tmp_path / "docs", "--quiet", check=True)
+    run_tool("prepare", "corpus", "--input", corpus, "--output", tmp_path / "docs", "--quiet", check=True)
     run_tool("lucene", "index", "--collection", "JsonCollection", "--input", tmp_path / "docs", "--index",
              tmp_path / "bm25", "--generator", "DefaultLuceneDocumentGenerator", "--threads", "1", check=True)
     start_jvm()
@@ -73,7 +76,27 @@ def test_exact_match_side_scores_lucene_bm25(tmp_path):
             ours = sum(w * dvec.get(t, 0.0) for t, w in qvec.items())
             assert ours == pytest.approx(weight * lucene.get(doc.id, 0.0), rel=1e-4, abs=1e-4), (query.id, doc.id)
             compared += doc.id in lucene
-    assert compared > 10
+    assert compared > 10 and any(d.id == "long" for d in docs)
+
+
+def test_pseudo_queries_are_cut_out_of_their_positives():
+    """A title query's positive is its passage without the title; a span query's, without the span:
+    the query's own words are not what finds its passage."""
+    from lsr_pyserini.train.adapt import AdaptData, pseudo_queries
+
+    titles = ["Statins and the liver enzyme", "", "Manual", "Manual"]
+    bodies = ["Statins block an enzyme the liver uses to make cholesterol, lowering it in the blood.",
+              "Regular aerobic exercise lowers resting heart rate and blood pressure over several months of training.",
+              "Press the red button twice to reset the device to its factory settings and wait.",
+              "Hold the power key for ten seconds when the screen stays dark after an update."]
+    queries = pseudo_queries(titles, bodies, 10, seed=3)
+    kinds = {q.positive: q.kind for q in queries}
+    assert kinds[0] == "title" and kinds[1] == "span" and kinds.get(2) in ("span", None)  # "Manual": not a heading
+    data = AdaptData(queries, [f"{t} {b}".strip() for t, b in zip(titles, bodies)], titles,
+                     [[d for d in range(4) if d != q.positive] for q in queries])
+    for batch in data.epoch_batches(0, seed=1, batch_size=2, group_size=2):
+        for query, positive in zip(batch.queries, batch.documents[::2]):
+            assert query not in positive and positive.strip()
 
 
 def test_adapted_checkpoint_runs_the_impact_pipeline(tmp_path, tiny_preset):
