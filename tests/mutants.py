@@ -120,6 +120,9 @@ CASES = [
  ("adapt trains on the passage with the query left in", "lsr_pyserini/train/adapt.py",
   "texts = [self.queries[chosen[i // group_size]].rest if", "texts = [self.texts[d] if",
   ["tests/models/test_adapt.py", "-k", "cut_out"]),
+ ("the JVM takes SIGTERM over (no -Xrs)", "lsr_pyserini/core/jvm.py",
+  'options = ["-Xrs"]', "options = []",
+  ["tests/core/test_java.py", "-k", "sigterm"]),
 ]
 
 

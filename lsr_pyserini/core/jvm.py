@@ -190,15 +190,17 @@ def start_jvm(heap: str | None = None) -> None:
                 f"-Xmx{_started_heap}" if _started_heap else "Java's default heap")
     else:
         jnius_config.set_classpath(anserini_jar())
-        options = []
+        # -Xrs: the JVM installs no handler of SIGTERM, SIGINT, SIGHUP or SIGQUIT, so those stay Python's. With
+        # the JVM's, a SIGTERM to a process that runs torch and the JVM (`encode corpus` with an exact-match
+        # encoder, a searcher encoding queries) hung it or crashed it in native code instead of ending it
+        options = ["-Xrs"]
         if has_module(home, VECTOR_MODULE):
             options.append(f"--add-modules={VECTOR_MODULE}")
         heap = heap or os.environ.get("LSR_PYSERINI_JAVA_HEAP")
         if heap:
             options.append(f"-Xmx{heap}")
         _started_heap = heap or None
-        if options:
-            jnius_config.add_options(*options)
+        jnius_config.add_options(*options)
         import jnius  # noqa: F401  (importing it boots the JVM)
 
         quiet_lucene_notes()

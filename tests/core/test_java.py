@@ -163,3 +163,25 @@ def test_start_jvm_heap_is_the_jvms_maximum_heap():
     # the same heap again is quiet; another, too late to take effect, is said (it was silently ignored)
     warned = [line for line in done.stderr.splitlines() if "running already" in line]
     assert len(warned) == 1 and "heap='2g'" in warned[0] and "-Xmx96m" in warned[0], done.stderr
+
+
+SIGTERM_WHILE_TORCH_AND_JAVA_RUN = """
+import os, signal, threading, time
+import torch
+from lsr_pyserini.models.exact_match import analyze
+assert analyze(["statins lowered it"]) == [["statin", "lower"]]  # the JVM runs
+threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+x, started = torch.randn(400, 400), time.time()
+while time.time() - started < 60:
+    x = x @ x.T / 400
+print("survived SIGTERM")
+"""
+
+
+def test_sigterm_ends_a_process_that_runs_torch_and_the_jvm(tmp_path):
+    """The JVM starts with -Xrs: SIGTERM stays Python's and ends the process (exit 143 / -15), where
+    the JVM's own handler hung such a process or crashed it in native code (an hs_err file)."""
+    result = subprocess.run([sys.executable, "-c", SIGTERM_WHILE_TORCH_AND_JAVA_RUN], cwd=tmp_path, timeout=120,
+                            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode in (-15, 143), result.stderr[-2000:]
+    assert "survived" not in result.stdout and not list(tmp_path.glob("hs_err*"))
