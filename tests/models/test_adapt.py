@@ -135,6 +135,17 @@ def test_adapted_checkpoint_runs_the_impact_pipeline(tmp_path, tiny_preset):
     run_tool("lucene", "search", "--index", tmp_path / "index", "--topics", tmp_path / "q.tsv", "--output",
              tmp_path / "run.txt", "--impact", "--hits", "5", check=True)
     assert len((tmp_path / "run.txt").read_text().splitlines()) >= 7
+    # from Python: the searcher encodes the text itself, with the same ranking as the encoded queries' run
+    import lsr_pyserini
+    from sentence_transformers import SparseEncoder
+
+    searcher = lsr_pyserini.Searcher(str(tmp_path / "index"), encoder=str(model))
+    first_query = QUERIES.read_text().splitlines()[0].split("\t")
+    hits = [hit.docid for hit in searcher.search(first_query[1], k=5)]
+    run = [line.split() for line in (tmp_path / "run.txt").read_text().splitlines()]
+    assert hits == [row[2] for row in run if row[0] == first_query[0]][:5]
+    neural = SparseEncoder(str(model), device="cpu").encode_query([first_query[1]])  # its neural side
+    assert neural.shape[-1] > 0 and float(neural.to_dense().sum()) > 0
     # BM25's share changes at query time, on the same index: 0 leaves the neural side alone
     for weight, count in (("0", None), ("1.5", 150)):
         out = tmp_path / f"q{weight}.tsv"
