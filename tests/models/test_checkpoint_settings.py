@@ -79,6 +79,22 @@ def table_queries(case, _):
     assert encoder.encode_queries(["vitamin and sleep"])[0] == {"vitamin": 2.5, "sleep": 0.5}
 
 
+def exact_bm25(case, _):
+    """BM25 folded into the impacts: the base's corpus statistics carried into the checkpoint, each
+    document's BM25 terms (Lucene's formula at the checkpoint's k1 and b), each query's at its weight."""
+    from lsr_pyserini.models.exact_match import EXACT_PREFIX, EXACT_STATS_FILE, ExactMatch, analyze
+
+    assert (case.folder / EXACT_STATS_FILE).is_file()
+    encoder = case.encoder()
+    assert (encoder.exact.weight, encoder.exact.k1, encoder.exact.b) == (3.5, 1.7, 0.85)
+    reference, _ = ExactMatch.from_terms(analyze(DOCUMENTS), 1.7, 0.85, 3.5)
+    document = encoder.encode_documents([DOCUMENTS[0]])[0]
+    expected = reference.documents([DOCUMENTS[0]])[0]
+    assert {t: w for t, w in document.items() if t.startswith(EXACT_PREFIX)} == pytest.approx(expected)
+    query = encoder.encode_queries(["statins statins lower"])[0]
+    assert {t: w for t, w in query.items() if t.startswith(EXACT_PREFIX)} == {"bm25:statin": 7.0, "bm25:lower": 3.5}
+
+
 def int8(case, _):
     """SPLADE's and SparseEmbed's projection as an int8 filter (exact float32 rescoring: the same
     impacts by design), TILDEv2's BERT Linear layers in int8 (other floats)."""
@@ -186,6 +202,10 @@ TABLE: dict[str, list[dict[str, Value]]] = {
     }, {
         "query_mode": Value("tokenizer", check=table_queries),
         "query_weights": Value("terms.json", check=table_queries, differs=False),
+    }, {
+        "exact_match": Value("bm25", check=exact_bm25),
+        "exact_match_weight": Value(3.5, check=exact_bm25),
+        "k1": Value(1.7, check=exact_bm25), "b": Value(0.85, check=exact_bm25),
     }],
     "tildev2": [{
         "impact_scale": Value(37, check=scaled("documents")),
@@ -292,6 +312,9 @@ def base_model(family, tmp_path, tiny_mlm, tiny_encoder_only, ssr_model) -> str:
         base = tmp_path / "base"
         shutil.copytree(tiny_mlm, base)
         (base / "terms.json").write_text(json.dumps(QUERY_TERMS))
+        from lsr_pyserini.models.exact_match import ExactMatch, analyze  # an adapted base: its corpus statistics
+
+        ExactMatch.from_terms(analyze(DOCUMENTS), 0.9, 0.4, 2.0)[0].save(base)
         return str(base)
     return str(tiny_mlm)
 

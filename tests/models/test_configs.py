@@ -18,7 +18,7 @@ def encode_queries(encoder, output, *flags, quiet: bool = True):
 
 
 @pytest.mark.parametrize("setting, message", [
-    ("poolng: max", "setting 'poolng' is not read by the splade family (preset 'bad'; it reads: batch_size, "),
+    ("poolng: max", "setting 'poolng' is not read by the splade family (preset 'bad'; it reads: b, batch_size, "),
     ("doc_max_length: long", "doc_max_length: expected an integer >= 1, got 'long' (preset 'bad')"),
     ("pooling: mean", "pooling: 'mean' is not one of max, sum (preset 'bad')"),
     ("query_mode: true", "query_mode: True is not one of model, tokenizer (preset 'bad')"),

@@ -2,11 +2,15 @@
 teacher, and FLOPS regularisers on both sides with a quadratic warm-up of their weights."""
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import torch
 
 from ...core.declarations import Schema
 from ...core.presets import resolve_model
 from ..base import Batch
+from ..exact_match import EXACT_STATS_FILE
 from ..losses import contrastive_loss, flops, quadratic_warmup, with_margin_mse
 from ..registry import trainer
 from ..shared_settings import FLOPS, MARGIN_MSE_WEIGHT
@@ -46,12 +50,16 @@ class SpladeFamily(torch.nn.Module):
 
     def save(self, folder) -> None:
         """A transformers checkpoint in the sentence-transformers layout (`SparseEncoder(folder)`
-        opens it; models/st_layout.py); inference-free queries keep the base's term table. Unequal top
+        opens it; models/st_layout.py); inference-free queries keep the base's term table, an exact-match
+        side the base's corpus statistics (the adapted model's, `adapt` writes them first). Unequal top
         k per side (sentence-transformers holds one) warns instead of failing a finished run."""
         config = self.splade.config
         weights = read_query_weights(self.base_path, config["query_weights"]) \
             if config["query_mode"] == "tokenizer" else None
         self.splade.save(folder, weights, strict=False)
+        stats = Path(self.base_path) / EXACT_STATS_FILE
+        if config["exact_match"] == "bm25" and stats.is_file() and not (Path(folder) / EXACT_STATS_FILE).exists():
+            shutil.copyfile(stats, Path(folder) / EXACT_STATS_FILE)  # fine-tuning an adapted model keeps its corpus's
 
 
 @trainer("splade", TRAINING, reads_teacher=True, model_settings=("doc_max_length", "query_max_length", "pooling"))
