@@ -32,7 +32,7 @@ from ..core.errors import InputError
 from ..core.readers import read_corpus
 from ..models.base import Batch
 from ..models.exact_match import ExactMatch, analyze
-from ..models.losses import contrastive_loss, flops, quadratic_warmup
+from .data import draw_negatives, shuffled_batches
 
 NEGATIVE_DEPTH = 30  # hard negatives drawn from the BM25 top 30 of the corpus (the positive excluded)
 SPAN_WORDS = (4, 12)
@@ -126,18 +126,12 @@ class AdaptData:
         return len(self.queries)
 
     def epoch_batches(self, epoch: int, seed: int, batch_size: int, group_size: int) -> list[Batch]:
-        rng = random.Random(seed * 1_000_003 + epoch)
-        order = list(range(len(self.queries)))
-        rng.shuffle(order)
+        rng, chunks = shuffled_batches(range(len(self.queries)), seed, epoch, batch_size)
         batches = []
-        for start in range(0, len(order) - batch_size + 1, batch_size):
-            chosen = order[start:start + batch_size]
+        for chosen in chunks:
             docs = []
             for i in chosen:
-                pool = self.negatives[i]
-                picked = rng.sample(pool, group_size - 1) if len(pool) >= group_size - 1 \
-                    else [rng.choice(pool) for _ in range(group_size - 1)]
-                docs += [self.queries[i].positive] + picked
+                docs += [self.queries[i].positive] + draw_negatives(rng, self.negatives[i], group_size - 1)
             texts = [self.queries[chosen[i // group_size]].rest if i % group_size == 0 else self.texts[d]
                      for i, d in enumerate(docs)]
             batches.append(Batch([self.queries[i].text for i in chosen], texts, group_size,
@@ -172,26 +166,14 @@ class FusedSplade(torch.nn.Module):
 
     device_ready = True
 
-    def __init__(self, family, exact: ExactMatch, args):
+    def __init__(self, family, exact: ExactMatch):
         super().__init__()
         self.family = family  # the SPLADE training module (models/splade/training.py): its weights are trained
         self.exact = exact
-        self.args = args
 
     def loss(self, batch: Batch, step: int):
-        splade = self.family.splade
-        queries = splade.represent(batch.queries, "queries")
-        documents = splade.represent(batch.documents, "documents")
-        neural = queries @ documents.T
-        bm25 = self.exact.scores(batch.queries, batch.documents).to(neural.device)
-        scores = neural + self.exact.weight * bm25
-        loss = contrastive_loss(scores, batch.group_size)
-        logs = {"rank": float(loss.detach())}
-        lambda_d = quadratic_warmup(self.args.lambda_d, step, self.args.flops_warmup_steps)
-        lambda_q = quadratic_warmup(self.args.lambda_q, step, self.args.flops_warmup_steps)
-        loss = loss + lambda_d * flops(documents) + lambda_q * flops(queries)
-        logs["doc_nnz"] = float((documents > 0).sum(1).float().mean())
-        return loss, logs
+        bm25 = self.exact.scores(batch.queries, batch.documents)
+        return self.family.loss(batch, step, extra=self.exact.weight * bm25)
 
     def save(self, folder) -> None:
         self.family.save(folder)
@@ -281,8 +263,7 @@ def adapt(args, say=None) -> dict:
         raise InputError(f"{args.corpus}: {len(data)} pseudo-queries with hard negatives are fewer than one batch "
                          f"of {args.batch_size}: the corpus is too small to train on (--steps 0 adds its statistics "
                          f"only)")
-    model = FusedSplade(family, exact, SimpleNamespace(lambda_d=args.lambda_d, lambda_q=args.lambda_q,
-                                                       flops_warmup_steps=100))
+    model = FusedSplade(family, exact)
     encoding_length = family.splade.max_length["documents"]
     family.splade.max_length["documents"] = min(args.doc_max_length, encoding_length)
     steps_per_epoch = max(1, len(data) // args.batch_size)

@@ -47,6 +47,20 @@ def read_teacher(path: str) -> dict[str, dict[str, float]]:
     return scores
 
 
+def shuffled_batches(keys: list, seed: int, epoch: int, batch_size: int) -> tuple[random.Random, list[list]]:
+    """The epoch's generator and its batches of `keys` (shuffled, the last partial batch left out): a pure
+    function of (seed, epoch), so that resuming replays the same order."""
+    rng = random.Random(seed * 1_000_003 + epoch)
+    order = list(keys)
+    rng.shuffle(order)
+    return rng, [order[start:start + batch_size] for start in range(0, len(order) - batch_size + 1, batch_size)]
+
+
+def draw_negatives(rng: random.Random, pool: list, count: int) -> list:
+    """`count` hard negatives from `pool`: without repetition where it holds enough, else with."""
+    return rng.sample(pool, count) if len(pool) >= count else [rng.choice(pool) for _ in range(count)]
+
+
 class TrainingData:
     """Validated training triples: every qrels line of a training query must name a document of the
     corpus; lines of other queries are left out, so a sample of the queries trains with the full qrels."""
@@ -96,17 +110,12 @@ class TrainingData:
 
     def epoch_batches(self, epoch: int, seed: int, batch_size: int, group_size: int) -> list[Batch]:
         """The epoch's batches, a pure function of (seed, epoch): resuming replays the same order."""
-        rng = random.Random(seed * 1_000_003 + epoch)
-        order = list(self.query_ids)
-        rng.shuffle(order)
+        rng, chunks = shuffled_batches(self.query_ids, seed, epoch, batch_size)
         batches = []
-        for start in range(0, len(order) - batch_size + 1, batch_size):
-            qids = order[start:start + batch_size]
+        for qids in chunks:
             docids = []
             for qid in qids:
-                pool = self.negatives[qid]
-                negatives = rng.sample(pool, group_size - 1) if len(pool) >= group_size - 1 \
-                    else [rng.choice(pool) for _ in range(group_size - 1)]
+                negatives = draw_negatives(rng, self.negatives[qid], group_size - 1)
                 docids += [rng.choice(self.positives[qid])] + negatives
             teacher = None
             if self.teacher is not None:

@@ -35,10 +35,14 @@ class SpladeFamily(torch.nn.Module):
         self.model = self.splade.mlm  # its parameters are this module's (checkpoints name them model.*)
         self.args = args
 
-    def loss(self, batch: Batch, step: int):
+    def loss(self, batch: Batch, step: int, extra=None):
+        """`extra`: scores added to the model's before the losses (B x B*G; `adapt` gives its BM25 side's, so
+        that the model learns inside the sum)."""
         queries = self.splade.represent(batch.queries, "queries")
         documents = self.splade.represent(batch.documents, "documents")
         scores = queries @ documents.T
+        if extra is not None:
+            scores = scores + extra.to(scores.device)
         ranking = contrastive_loss(scores, batch.group_size)
         logs = {"rank": float(ranking.detach())}
         loss = with_margin_mse(ranking, logs, scores, batch.teacher, batch.group_size, self.args.margin_mse_weight)
