@@ -8,7 +8,7 @@ drawn from the corpus (titles and spans) inside that sum (train/adapt.py). The f
 the impact pipeline like any checkpoint: `encode corpus|queries --encoder DIR`, `lucene index
 --impact`, `lucene search --impact`, `Searcher(encoder=DIR)`; sentence-transformers opens its
 neural side (`SparseEncoder(DIR)`). Nothing but the corpus's text is read. The defaults were chosen
-on SciFact train and debian-docs dev (docs/adapt.md says how). Interrupting (Ctrl-C) keeps a
+on SciFact train (docs/adapt.md says how). Interrupting (Ctrl-C) keeps a
 checkpoint; the same command resumes it and writes the same model as an uninterrupted run.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 from ..core.cli import QUIET_HELP, quiet_libraries, run_main, set_threads
 from ..core.options import int_in, non_negative_float, non_negative_int, positive_float, positive_int, random_seed
 
-DEFAULTS = {  # chosen on SciFact train and debian-docs dev only (docs/adapt.md)
+DEFAULTS = {  # chosen on SciFact train only (docs/adapt.md)
     "base": "splade-tiny", "pseudo_queries": 4000, "steps": 0, "batch_size": 8, "group_size": 4, "lr": 2e-5,
     "exact_match_weight": 2.0, "doc_max_length": 128, "lambda_d": 1e-3, "lambda_q": 1e-3,
 }
