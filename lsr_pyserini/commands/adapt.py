@@ -18,10 +18,11 @@ import sys
 
 from ..core.cli import QUIET_HELP, quiet_libraries, run_main, set_threads
 from ..core.options import int_in, non_negative_float, non_negative_int, positive_float, positive_int, random_seed
+from ..models.shared_settings import LAMBDA_D, LAMBDA_Q
 
 DEFAULTS = {  # chosen on SciFact train only (docs/adapt.md)
     "base": "splade-tiny", "pseudo_queries": 4000, "steps": 0, "batch_size": 8, "group_size": 4, "lr": 2e-5,
-    "exact_match_weight": 2.0, "doc_max_length": 128, "lambda_d": 1e-3, "lambda_q": 1e-3,
+    "exact_match_weight": 2.0, "doc_max_length": 128,
 }
 
 
@@ -53,10 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--doc-max-length", type=positive_int, default=d["doc_max_length"],
                         help=f"passage tokens the neural side reads while training (default: "
                              f"{d['doc_max_length']}; the checkpoint keeps the base's for encoding)")
-    parser.add_argument("--lambda-d", type=non_negative_float, default=d["lambda_d"],
-                        help=f"FLOPS weight, documents (default: {d['lambda_d']})")
-    parser.add_argument("--lambda-q", type=non_negative_float, default=d["lambda_q"],
-                        help=f"FLOPS weight, queries (default: {d['lambda_q']})")
+    for setting in (LAMBDA_D, LAMBDA_Q):  # the FLOPS weights SPLADE's training declares, as `train` gives them
+        setting.add_to(parser, default=setting.default)
     parser.add_argument("--save-every", type=positive_int, default=50, help="checkpoint every N steps (default: 50)")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)

@@ -130,13 +130,16 @@ class BM25Statistics:
         """h_t: the share of documents that contain token t."""
         return self.doc_freq / self.doc_count
 
+    def length_norm(self, length: int, k1: float = DEFAULT_K1, b: float = DEFAULT_B) -> float:
+        """k1 * (1 - b + b * L(d) / avgdl), L(d) the length Lucene stores (`lucene_length`)."""
+        return k1 * (1.0 - b + b * lucene_length(length) / self.avgdl)
+
     def tf_part(self, ids: list[int], k1: float = DEFAULT_K1, b: float = DEFAULT_B) -> tuple[np.ndarray, np.ndarray]:
         """(distinct token ids, f_t(d)) of one document."""
         if len(ids) == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         tokens, tf = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
-        norm = k1 * (1.0 - b + b * lucene_length(len(ids)) / self.avgdl)
-        return tokens, tf / (tf + norm)
+        return tokens, tf / (tf + self.length_norm(len(ids), k1, b))
 
 
 def bm25_check(k1: float, b: float) -> None:

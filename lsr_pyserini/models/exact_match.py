@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.errors import InputError
 from ..core.outputs import atomic_write
-from ..kernels.wordpiece_bm25 import BM25Statistics, lucene_length
+from ..kernels.wordpiece_bm25 import BM25Statistics
 
 EXACT_PREFIX = "bm25:"  # no WordPiece token holds a ':' after letters: the namespaces never meet
 EXACT_STATS_FILE = "exact_match.json"
@@ -111,7 +111,7 @@ class ExactMatch:
         if not terms:
             return {}
         counts = Counter(terms)
-        norm = self.k1 * (1.0 - self.b + self.b * lucene_length(len(terms)) / self.statistics.avgdl)
+        norm = self.statistics.length_norm(len(terms), self.k1, self.b)
         weights = {}
         for term, tf in counts.items():
             i = self.ids.get(term)
@@ -120,6 +120,11 @@ class ExactMatch:
             if weight > 0:
                 weights[term] = weight
         return weights
+
+    def id_weights(self, ids) -> tuple[np.ndarray, np.ndarray]:
+        """(term ids, BM25 weights) of one document given as term ids of the statistics (`from_terms`)."""
+        tokens, tf_part = self.statistics.tf_part(ids, self.k1, self.b)
+        return tokens, self.idf[tokens] * tf_part
 
     def documents(self, texts: list[str]) -> list[dict[str, float]]:
         return [{EXACT_PREFIX + t: w for t, w in self.document_weights(terms).items()} for terms in analyze(texts)]
@@ -145,8 +150,3 @@ class ExactMatch:
 def merge(neural: list[dict[str, float]], exact: list[dict[str, float]]) -> list[dict[str, float]]:
     """Each text's neural vector with its exact-match terms added (their namespaces are disjoint)."""
     return [{**a, **b} for a, b in zip(neural, exact)]
-
-
-def strip_prefix(term: str) -> str:
-    """The analyzer term an exact-match term stands for (other terms unchanged)."""
-    return term[len(EXACT_PREFIX):] if term.startswith(EXACT_PREFIX) else term

@@ -3,7 +3,7 @@
 Three steps, each a pure function of the corpus, the base and the seed:
 
 1. **Corpus statistics** for the exact-match side (models/exact_match.py): the corpus's own document
-   frequencies and average length over the model's WordPiece tokens, so that the adapted model's
+   frequencies and average length over the terms of Lucene's English analyzer, so that the adapted model's
    impacts carry BM25 beside the neural weights: one index, one query, the sum of both scores.
 2. **Pseudo-queries** from the corpus itself: a passage's title where it reads as a heading (two
    words or more with letters, not the passage's whole text), else a span of 4 to 12 words of its
@@ -92,8 +92,7 @@ class ExactIndex:
 
         rows, cols, values = [], [], []
         for doc, ids in enumerate(term_ids):
-            tokens, tf_part = exact.statistics.tf_part(ids, exact.k1, exact.b)
-            weights = exact.idf[tokens] * tf_part
+            tokens, weights = exact.id_weights(ids)
             rows.append(tokens)
             cols.append(np.full(len(tokens), doc))
             values.append(weights)
@@ -116,11 +115,11 @@ class AdaptData:
     """Pseudo-queries with their passages and hard negatives, in the shape train/loop.py reads
     (`len`, `epoch_batches`)."""
 
-    def __init__(self, queries: list[PseudoQuery], texts: list[str], titles: list[str], negatives: list[list[int]]):
+    def __init__(self, queries: list[PseudoQuery], texts: list[str], negatives: list[list[int]]):
         keep = [i for i, pool in enumerate(negatives) if pool]
         self.queries = [queries[i] for i in keep]
         self.negatives = [negatives[i] for i in keep]
-        self.texts, self.titles = texts, titles
+        self.texts = texts
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -180,19 +179,18 @@ class FusedSplade(torch.nn.Module):
         self.exact.save(folder)
 
 
-def read_passages(corpus: str, progress=None) -> tuple[list[str], list[str], list[str], list[str]]:
-    """(ids, texts as encoded, titles, bodies) of a corpus."""
-    ids, texts, titles, bodies = [], [], [], []
+def read_passages(corpus: str, progress=None) -> tuple[list[str], list[str], list[str]]:
+    """(texts as encoded, titles, bodies) of a corpus."""
+    texts, titles, bodies = [], [], []
     for doc in read_corpus(corpus):
-        ids.append(doc.id)
         texts.append(doc.text)
         titles.append(doc.title)
         bodies.append(doc.text[len(doc.title):].strip() if doc.title and doc.text.startswith(doc.title) else doc.text)
         if progress is not None:
             progress.update(1)
-    if not ids:
+    if not texts:
         raise InputError(f"{corpus}: no document")
-    return ids, texts, titles, bodies
+    return texts, titles, bodies
 
 
 def step_seconds(family, batch: Batch) -> float:
@@ -228,6 +226,7 @@ def adapt(args, say=None) -> dict:
 
     from ..models.registry import load_families, schema_of
     from ..models.resolve import base_settings, family_of
+    from ..models.shared_settings import FLOPS_WARMUP
     from ..models.splade.training import SpladeFamily
     from .loop import claim_training_output, seed_everything, train
 
@@ -244,10 +243,11 @@ def adapt(args, say=None) -> dict:
         {k: v for k, v in config.items() if k not in ("model", "family", "name")}, "adapted model")}
     seed_everything(args.seed)
     family = SpladeFamily(config["model"], SimpleNamespace(model_config=config, lambda_d=args.lambda_d,
-                                                           lambda_q=args.lambda_q, flops_warmup_steps=100,
+                                                           lambda_q=args.lambda_q,
+                                                           flops_warmup_steps=FLOPS_WARMUP.default,
                                                            margin_mse_weight=0.0))
     with tqdm(desc="reading passages", unit="passage", disable=quiet, dynamic_ncols=True) as bar:
-        _, texts, titles, bodies = read_passages(args.corpus, bar)
+        texts, titles, bodies = read_passages(args.corpus, bar)
     with tqdm(total=len(texts), desc="corpus statistics", unit="passage", disable=quiet, dynamic_ncols=True) as bar:
         exact, ids = ExactMatch.from_terms(analyzed(texts, bar), config["k1"], config["b"], args.exact_match_weight)
     queries = pseudo_queries(titles, bodies, args.pseudo_queries, args.seed) if args.steps else []
@@ -258,7 +258,7 @@ def adapt(args, say=None) -> dict:
             negatives = mine_negatives(exact, index, queries, titles, texts, args.seed, bar)
         del index
     del ids
-    data = AdaptData(queries, texts, titles, negatives)
+    data = AdaptData(queries, texts, negatives)
     if args.steps and len(data) < args.batch_size:
         raise InputError(f"{args.corpus}: {len(data)} pseudo-queries with hard negatives are fewer than one batch "
                          f"of {args.batch_size}: the corpus is too small to train on (--steps 0 adds its statistics "

@@ -92,7 +92,7 @@ def test_pseudo_queries_are_cut_out_of_their_positives():
     queries = pseudo_queries(titles, bodies, 10, seed=3)
     kinds = {q.positive: q.kind for q in queries}
     assert kinds[0] == "title" and kinds[1] == "span" and kinds.get(2) in ("span", None)  # "Manual": not a heading
-    data = AdaptData(queries, [f"{t} {b}".strip() for t, b in zip(titles, bodies)], titles,
+    data = AdaptData(queries, [f"{t} {b}".strip() for t, b in zip(titles, bodies)],
                      [[d for d in range(4) if d != q.positive] for q in queries])
     for batch in data.epoch_batches(0, seed=1, batch_size=2, group_size=2):
         for query, positive in zip(batch.queries, batch.documents[::2]):

@@ -614,7 +614,6 @@ def check_vocabulary(index, settings: dict, encoder: str | None) -> None:
                          f"cannot be checked against it: rebuild it with `lucene index` from `encode corpus` shards")
     from ...core.hf import load_tokenizer
     from ...core.presets import resolve_model
-
     from ...models.exact_match import EXACT_PREFIX
 
     vocabulary = load_tokenizer(resolve_model(settings["model"])).get_vocab()
