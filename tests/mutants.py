@@ -111,7 +111,7 @@ CASES = [
  ("an interrupted encode rerun on an edited corpus of the same size keeps the old shards", "lsr_pyserini/core/readers.py",
   '"input_mtime_ns": stat.st_mtime_ns}', '"input_mtime_ns": 0}',
   ["tests/commands/test_encode_cli.py", "-k", "interrupted_encode_rerun"]),
- ("exact-match side ignores Lucene's lossy document length", "lsr_pyserini/models/exact_match.py",
+ ("exact-match side ignores Lucene's lossy document length", "lsr_pyserini/kernels/wordpiece_bm25.py",
   "k1 * (1.0 - b + b * lucene_length(length) / self.avgdl)", "k1 * (1.0 - b + b * length / self.avgdl)",
   ["tests/models/test_adapt.py", "-k", "lucene_bm25"]),
  ("exact-match query side ignores the weight", "lsr_pyserini/models/exact_match.py",
