@@ -9,6 +9,8 @@ its engine class, its index build and store, and its command line (`python -m ls
     milvus/   milvus  a Milvus collection of the same shards (the `[milvus]` extra) queries: {term: int}
     pisa/     pisa    a PISA index of the same shards (the `[pisa]` extra)          queries: {term: int}
     bmp/      bmp     a BMP index of the same shards (Block-Max Pruning; `bmp`)    queries: {term: int}
+    pyserini_impact/
+              pyserini Pyserini's LuceneImpactSearcher + its SPLADE query encoder  queries: text
 
 An engine of your own is a package named in `LSR_PYSERINI_ENGINES` (module names, comma-separated):
 importing it registers its engines, after the toolkit's (docs/architecture.md, "Add an engine").
@@ -25,7 +27,7 @@ from ..core.errors import InputError
 from ..core.topics import IMPACTS, TEXT, VECTOR
 from .base import ENGINE_CLASSES, ENGINES, Engine, register
 
-BUILT_IN = ("lucene", "sharded", "seismic", "dense", "milvus", "pisa", "bmp")  # folders, in listing order
+BUILT_IN = ("lucene", "sharded", "seismic", "dense", "milvus", "pisa", "bmp", "pyserini_impact")  # folders, in listing order
 PLUGINS = "LSR_PYSERINI_ENGINES"
 _loaded: set[str] = set()
 

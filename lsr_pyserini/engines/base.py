@@ -32,7 +32,8 @@ declared on its class too, never kept in a table by name elsewhere:
   shards (or, with `builds_from_text`, from the documents' text), as bench runs and times it; its
   `build_options` are the options of that build, each with its flag; `build_resumes` says whether a
   build interrupted there goes on; `index_suffix` the index path's suffix (a file index);
-  `bench_options` the search options bench gives when a spec names none.
+  `bench_options` the search options bench gives when a spec names none; `index_of` another
+  engine whose index it searches (Pyserini's impact searcher searches `lucene`'s), built once.
 
 A new engine is one folder (or a package of your own named in `LSR_PYSERINI_ENGINES`) whose
 `__init__.py` registers a builder under its name with its class, `@register(NAME, EngineClass)`;
@@ -118,6 +119,7 @@ class Engine(ABC):
     builds_from_text = False    # the index is built from the documents' text (BM25), not the impact shards
     index_suffix = ""           # the index path's suffix (".db": a milvus-lite database file)
     bench_options: dict = {}    # search options bench gives when its spec names none
+    index_of: str | None = None  # the engine whose index it searches (bench builds that one for both)
 
     @classmethod
     def recognises(cls, index, family: str | None) -> bool:

@@ -6,15 +6,24 @@ nDCG@10 and MRR@10, in one table.
 
     python -m lsr_pyserini.bench --vectors SHARDS --queries Q.tsv [--qrels QRELS] --work DIR --json OUT.json
         [--engines lucene,pisa,seismic,milvus] [--k 10,1000] [--sizes 10000,30000,100000] [--plot OUT.png]
-        [--text-queries RAW.tsv]   # for bm25: the queries' text
+        [--text-queries RAW.tsv [--encoder ENCODER]]   # the queries' text: bm25, pyserini, end to end
 
 SHARDS is the folder `encode corpus` wrote, Q.tsv the impact queries `encode queries` wrote with the
 same encoder. An engine is a name with options after colons: `lucene`, `pisa` (`pisa:algorithm=wand`),
 `seismic` (`seismic:query_cut=10:heap_factor=1.2`; build options `n_postings`, `summary_energy`,
 `centroid_fraction` and `max_fraction` build an index of their own), `milvus`, `bm25` (Lucene BM25 over the shards'
-text, queried with --text-queries), `bmp` (the `[bmp]` extra: `bmp:alpha=0.9`), or any engine that declares how its
-index is built (engines/base.py: an engine of your own, named in LSR_PYSERINI_ENGINES, too); the
-option `queries=N` searches only the first N queries with that engine (for slow ones).
+text, queried with --text-queries), `bmp` (the `[bmp]` extra: `bmp:alpha=0.9`), `pyserini` (Pyserini's own
+LuceneImpactSearcher with its own SPLADE query encoder on the lucene index: the --encoder checkpoint,
+queried with --text-queries), or any engine that declares how its index is built (engines/base.py: an
+engine of your own, named in LSR_PYSERINI_ENGINES, too); the option `queries=N` searches only the
+first N queries with that engine (for slow ones).
+
+End to end: with --text-queries and --encoder (the encoder of the shards, e.g. splade-tiny), every
+impact engine is measured twice, from the encoded queries and from the queries' text
+(`Searcher(index, encoder, engine=...).search(text, k)`: the query encoded inside each timed call,
+on the same one thread), beside BM25 from text (its analyzer included) and `pyserini` when listed.
+Rows timed from text carry "end_to_end": true in the JSON and "[e2e]" after their name in the
+table and the plot.
 
 Sizes are prefixes of the shards in their order (default: the whole collection); each is built once
 under --work (a prefix's shards are hard links of the whole shards and one cut shard), with every
@@ -37,10 +46,10 @@ from pathlib import Path
 from ...core.cli import QUIET_HELP, quiet_messages, run_main
 from ...core.errors import InputError
 from ...core.options import positive_int
-from ...core.topics import TEXT
+from ...core.topics import IMPACTS, TEXT
 from .measure import (Spec, build, claim_work, growth_exponent, index_bytes, index_path, measure, measured_with,
                       parse_numbers, parse_spec, prefix, score, shard_counts, text_prefix, worker)
-from .plot import plot, table
+from .plot import plot, shown_label, table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vectors", required=True, help="folder of JsonVectorCollection shards (`encode corpus`)")
     parser.add_argument("--queries", required=True, help="impact query TSV (`encode queries`, the same encoder)")
     parser.add_argument("--qrels", help="TREC qrels of the queries: nDCG@10 and MRR@10 (default: none)")
-    parser.add_argument("--text-queries", help="the queries' text (qid<TAB>text), for the bm25 engine")
+    parser.add_argument("--text-queries", help="the queries' text (qid<TAB>text): for the bm25 and pyserini engines, "
+                                               "and with --encoder every engine end to end")
+    parser.add_argument("--encoder", help="the shards' encoder (preset or checkpoint): with --text-queries, every "
+                                          "impact engine is also timed from the queries' text, encoding included, "
+                                          "and pyserini loads its checkpoint (default: none)")
     parser.add_argument("--engines", default="lucene,pisa,seismic",
                         help="engines, comma-separated, each NAME[:key=value...] (default: lucene,pisa,seismic)")
     parser.add_argument("--k", default="10,1000", help="depths, comma-separated (default: 10,1000)")
@@ -70,6 +83,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # -- the command ----------------------------------------------------------------------------------------
+
+def engine_options_of(name: str) -> list[str]:
+    from ...engines import engine_options_of as options_of
+
+    return options_of(name)
+
+
+def with_encoder(specs: list[Spec], encoder: str | None) -> list[Spec]:
+    """The specs to measure: each as given (an engine that encodes text itself given `encoder` as its
+    checkpoint where it names none), with an encoder each impact engine then again, end to end."""
+    measured = []
+    for spec in specs:
+        if encoder and "encoder" in engine_options_of(spec.name) and "encoder" not in spec.options:
+            spec = Spec(spec.label, spec.name, {**spec.options, "encoder": encoder}, spec.queries)
+        measured.append(spec)
+        if encoder and spec.engine.query_kind == IMPACTS:
+            measured.append(Spec(spec.label, spec.name, spec.options, spec.queries, end_to_end=True))
+    return measured
+
 
 def check_options(specs: list[Spec]) -> None:
     """A misspelt option is refused before any build, not found by the search after it."""
@@ -99,6 +131,13 @@ def check_inputs(args, specs: list[Spec], sizes: list[int] | None) -> tuple[dict
     read_impact_queries(args.queries)  # a line-numbered error for a file that is not impact queries
     if args.text_queries:
         check_topics(args.text_queries, None, TEXT, index=f"bm25 over {folder}")
+    if args.encoder:
+        from ...encoders.query import encoder_settings
+        from ...engines.base import refuse_other_encoder
+
+        if not args.text_queries:
+            raise InputError("--encoder times queries from their text: give --text-queries (qid<TAB>text) too")
+        refuse_other_encoder(encoder, encoder_settings(args.encoder), f"--encoder {args.encoder}: {folder}")
     if sizes is None:
         sizes = [total]
     too_large = [size for size in sizes if size > total]
@@ -108,6 +147,9 @@ def check_inputs(args, specs: list[Spec], sizes: list[int] | None) -> tuple[dict
     texts = [spec.name for spec in specs if spec.engine.query_kind == TEXT]
     if texts and not args.text_queries:
         raise InputError(f"engine {texts[0]} searches the queries' text: give --text-queries (qid<TAB>text)")
+    encoding = [spec.name for spec in specs if "encoder" in engine_options_of(spec.name)]
+    if encoding and not args.encoder and not any("encoder" in spec.options for spec in specs):
+        raise InputError(f"engine {encoding[0]} encodes the queries' text with a checkpoint: give --encoder")
     for path in filter(None, (args.qrels, args.text_queries)):
         if not Path(path).is_file():
             raise InputError(f"{path}: no such file")
@@ -127,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     ks = parse_numbers(args.k, "k")
     sizes = parse_numbers(args.sizes, "sizes") if args.sizes else None
     manifest, counts, sizes = check_inputs(args, specs, sizes)
+    specs = with_encoder(specs, args.encoder)
     from tqdm import tqdm
 
     from ...core.environment import cpu_kind, cpu_model, environment
@@ -134,15 +177,17 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(args.work)
     folder = Path(args.vectors)
     claim_work(work, folder)
-    # recall is measured against the first exact engine of impact scores listed (Lucene's run, by default)
-    reference = next((spec for spec in specs if spec.exact), None)
+    # recall is measured against the first exact engine of impact scores listed (Lucene's run, by default),
+    # searched with the encoded queries
+    reference = next((spec for spec in specs if spec.exact and not spec.from_text), None)
     rows: list[dict] = []
     stopped: dict[str, str] = {}  # index key -> why it stopped at a smaller size
     tasks = [(size, spec) for size in sizes for spec in specs]
     with tqdm(tasks, disable=args.quiet, dynamic_ncols=True, unit="measurement") as progress:
         for size, spec in progress:
             progress.set_description(f"{spec.label} at {size:,}")
-            row = {"engine": spec.label, "name": spec.name, "options": spec.options, "size": size, "exact": spec.exact}
+            row = {"engine": spec.label, "name": spec.name, "options": spec.options, "size": size, "exact": spec.exact,
+                   "end_to_end": spec.from_text}
             if spec.index_key in stopped:
                 rows.append({**row, "stopped": stopped[spec.index_key]})
                 continue
@@ -154,26 +199,26 @@ def main(argv: list[str] | None = None) -> None:
                 stopped[spec.index_key] = f"{built['stopped']} at {size:,} documents"
                 rows.append({**row, "stopped": stopped[spec.index_key]})
                 continue
-            label = spec.label.replace(":", "_").replace("=", "-")
-            runs = work / "runs" / f"{label}-{size}"
+            runs = work / "runs" / f"{spec.run_label}-{size}"
             result = runs / "figures.json"
-            queries = args.text_queries if spec.engine.query_kind == TEXT else args.queries
+            queries = args.text_queries if spec.from_text else args.queries
+            encoder = args.encoder if spec.end_to_end else None
             stored = json.loads(result.read_text()) if result.is_file() and not args.remeasure else {}
-            if stored.get("measured_with") == measured_with(spec, queries, ks, args.max_queries):
+            if stored.get("measured_with") == measured_with(spec, queries, ks, args.max_queries, encoder):
                 figures = stored
             else:
-                figures = measure(spec, index, queries, ks, runs, result, args.max_queries)
+                figures = measure(spec, index, queries, ks, runs, result, args.max_queries, encoder)
             if "stopped" in figures:
                 rows.append({**row, "stopped": f"{figures['stopped']} at {size:,} documents"})
                 continue
             rows.append({**row, "build_seconds": built["seconds"], "bytes": index_bytes(index), **figures,
                          "runs": str(runs)})
     score(rows, ks, reference, work, args.qrels)
-    exponents = {row["engine"]: {} for row in rows}
+    exponents = {shown_label(row): {} for row in rows}
     for label in exponents:
         for k in ks:
             exponents[label][str(k)] = growth_exponent([(row["size"], row["k"][str(k)]["p50_ms"]) for row in rows
-                                                        if row["engine"] == label and "k" in row])
+                                                        if shown_label(row) == label and "k" in row])
     output = {"cpu": cpu_model(), "cpu_kind": cpu_kind(), "environment": environment(threads=1),
               "vectors": str(folder.resolve()), "queries": args.queries, "qrels": args.qrels, "ks": ks, "sizes": sizes,
               "reference": reference.label if reference else None, "rows": rows, "growth_exponents": exponents}

@@ -29,6 +29,7 @@ class Spec:
     name: str
     options: dict = field(default_factory=dict)
     queries: int | None = None  # search only the first N queries
+    end_to_end: bool = False  # an impact engine timed from the query's text (Searcher.search: encoding included)
 
     @property
     def engine(self):
@@ -53,9 +54,21 @@ class Spec:
 
     @property
     def index_key(self) -> str:
-        """Specs that differ only in search options share one index."""
+        """Specs that differ only in search options share one index (and an engine that searches
+        another's index, `index_of`, shares that one)."""
         built = "".join(f"_{key}-{value}" for key, value in sorted(self.build_options.items()))
-        return self.name + built
+        return (self.engine.index_of or self.name) + built
+
+    @property
+    def from_text(self) -> bool:
+        """Timed from the query's text to the top k: an engine of text queries (its analyzer or its own
+        encoder included) or an impact engine measured end to end."""
+        return self.end_to_end or self.engine.query_kind == TEXT
+
+    @property
+    def run_label(self) -> str:
+        """The folder name of its runs and measurements."""
+        return self.label.replace(":", "_").replace("=", "-") + ("-e2e" if self.end_to_end else "")
 
 
 def measurable_engines() -> list[str]:
@@ -231,16 +244,18 @@ def index_bytes(index: Path) -> int:
 
 # -- measuring (in a process of its own) ----------------------------------------------------------
 
-def measured_with(spec: Spec, queries_path: str, ks: list[int], max_queries: int | None) -> dict:
+def measured_with(spec: Spec, queries_path: str, ks: list[int], max_queries: int | None,
+                  encoder: str | None = None) -> dict:
     """What a measurement depends on besides its index: kept in its figures, so a stored measurement
-    taken with other depths, queries (another file, or the same file edited) or a query limit is
-    measured again, not reused."""
+    taken with other depths, queries (another file, or the same file edited), a query limit, search
+    options or query encoder is measured again, not reused."""
     from ...core.readers import input_identity
 
     identity = input_identity(queries_path)
     return {"queries": identity["input"], "queries_bytes": identity.get("input_bytes"),
             "queries_mtime_ns": identity.get("input_mtime_ns"), "ks": ks,
-            "max_queries": min(filter(None, (spec.queries, max_queries)), default=None)}
+            "max_queries": min(filter(None, (spec.queries, max_queries)), default=None),
+            "options": spec.search_options, "encoder": encoder}
 
 
 WORK_RECORD = "inputs.json"
@@ -273,18 +288,20 @@ def claim_work(work: Path, folder: Path) -> None:
 
 
 def measure(spec: Spec, index: Path, queries_path: str, ks: list[int], runs: Path, result: Path,
-            max_queries: int | None) -> dict:
-    """Search in a fresh process; its figures (and one TREC run per depth under `runs`)."""
+            max_queries: int | None, encoder: str | None = None) -> dict:
+    """Search in a fresh process; its figures (and one TREC run per depth under `runs`). `encoder`:
+    an end-to-end spec's query encoder (the queries are then text)."""
     command = [sys.executable, "-m", "lsr_pyserini.bench", "--_worker", "measure", json.dumps({
         "name": spec.name, "options": spec.search_options, "index": str(index), "queries": queries_path, "ks": ks,
         "runs": str(runs), "result": str(result), "max_queries": min(filter(None, (spec.queries, max_queries)),
-                                                                       default=None)})]
+                                                                       default=None), "encoder": encoder})]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0 or not result.is_file():
         lines = [line for line in done.stderr.splitlines() if line.strip()] or ["no output"]
         why = "killed (out of memory?)" if done.returncode in (-9, 137) else lines[-1][:300]
         return {"stopped": f"its search failed: {why}"}
-    figures = {**json.loads(result.read_text()), "measured_with": measured_with(spec, queries_path, ks, max_queries)}
+    figures = {**json.loads(result.read_text()),
+               "measured_with": measured_with(spec, queries_path, ks, max_queries, encoder)}
     result.write_text(json.dumps(figures))
     return figures
 
@@ -303,8 +320,28 @@ def resident_bytes() -> int:
     return total
 
 
+class EndToEnd:
+    """An impact engine searched from text as a user's code does: `Searcher(index, encoder,
+    engine=...).search(text, k)`, the query encoded inside each timed call. Its query side is
+    warmed first as the service warms it (one query of each token length: the fast paths' one-time
+    work per shape), untimed."""
+
+    def __init__(self, name: str, index: str, options: dict, encoder: str):
+        from ...api import Searcher
+
+        self.searcher = Searcher(index, encoder=encoder, engine=name, engine_options=options)
+        warm = getattr(self.searcher.query_side, "warm", None)
+        if warm is not None:
+            warm()
+
+    def search(self, qids: list[str], texts: list[str], k: int) -> dict:
+        return {qid: [(hit.docid, hit.score) for hit in self.searcher.search(text, k)]
+                for qid, text in zip(qids, texts)}
+
+
 def worker_measure(job: dict) -> None:
-    """One engine's searches, timed query by query; writes the runs and `job["result"]`."""
+    """One engine's searches, timed query by query on one thread (the query encoder's too);
+    writes the runs and `job["result"]`."""
     import numpy as np
 
     from ...core.writer import run_lines
@@ -312,7 +349,7 @@ def worker_measure(job: dict) -> None:
     from ...engines import build_engine, engine_class
 
     name, options = job["name"], dict(job["options"])
-    if engine_class(name).query_kind == TEXT:
+    if engine_class(name).query_kind == TEXT or job.get("encoder"):
         from ...core.readers import read_queries
 
         queries = [(query.id, query.text) for query in read_queries(job["queries"])]
@@ -322,7 +359,12 @@ def worker_measure(job: dict) -> None:
         queries = read_impact_queries(job["queries"])
     queries = queries[: job["max_queries"]] if job["max_queries"] else queries
     before = resident_bytes()
-    engine = build_engine(name, job["index"], options)
+    engine = EndToEnd(name, job["index"], options, job["encoder"]) if job.get("encoder") else \
+        build_engine(name, job["index"], options)
+    if "torch" in sys.modules:  # a query encoder opened (end to end, or an engine that encodes text itself)
+        from ...core.cli import set_threads
+
+        set_threads(1)  # one query at a time on one thread, its encoding too
     opened = resident_bytes()
     figures: dict = {"queries": len(queries), "resident_before_open": before, "resident_opened": opened, "k": {}}
     runs = Path(job["runs"])

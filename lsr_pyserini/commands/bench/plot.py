@@ -2,24 +2,36 @@
 
 Each engine has one colour of Okabe and Ito's colour-blind-safe palette, the same in every plot (Lucene
 blue, PISA vermillion: the two most compared are never two shades of one hue); several settings of
-one engine share its colour and differ by line style.
+one engine share its colour and differ by line style, an engine timed end to end too ("[e2e]" after
+its name: from the query's text, its encoding included).
 """
 from __future__ import annotations
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour blindnesses
 ENGINE_COLOURS = {"lucene": "#0072B2", "pisa": "#D55E00", "seismic": "#009E73", "bmp": "#CC79A7",
-                  "bm25": "#000000", "milvus": "#E69F00", "sharded": "#56B4E9", "dense": "#999999"}
+                  "bm25": "#000000", "milvus": "#E69F00", "sharded": "#56B4E9", "dense": "#999999",
+                  "pyserini": "#AA4499"}
 OTHER_COLOURS = ("#F0E442", "#882255", "#44AA99", "#332288")  # engines of one's own, in order met
 STYLES = ("-", "--", ":", "-.")
+END_TO_END = " [e2e]"
+END_TO_END_NOTE = ("[e2e]: timed from the query's text to the top k docids, its encoding (or BM25's analyzer) included; "
+                   "the other rows from queries encoded beforehand")
 PREFIX_NOTE = ("note: nDCG@10 and MRR@10 of a prefix (a size below the whole collection) are computed against the "
                "whole collection's qrels, so relevant documents outside the prefix count as missed")
 
 
+def shown_label(row: dict) -> str:
+    """The row's engine as the table, the plot and the growth exponents name it: "[e2e]" after an
+    engine timed from the query's text."""
+    return row["engine"] + (END_TO_END if row.get("end_to_end") else "")
+
+
 def engine_styles(rows: list[dict]) -> dict[str, tuple[str, str]]:
-    """{label: (colour, line style)}: the colour of the row's engine, a style per setting of it."""
+    """{label: (colour, line style)}: the colour of the row's engine, a style per setting of it (an
+    end-to-end row is a setting of its engine)."""
     styles, others, used = {}, {}, {}
     for row in rows:
-        label = row["engine"]
+        label = shown_label(row)
         if label in styles:
             continue
         name = row.get("name", label)
@@ -37,14 +49,14 @@ def plot(rows: list[dict], ks: list[int], path: str, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = list(dict.fromkeys(row["engine"] for row in rows))
+    labels = list(dict.fromkeys(shown_label(row) for row in rows))
     rows_of_legend = (len(labels) + 1) // 2
     figure, axes = plt.subplots(1, len(ks), figsize=(6 * len(ks), 4.5 + 0.22 * rows_of_legend), squeeze=False)
     styles = engine_styles(rows)
     for axis, k in zip(axes[0], ks):
         for label in labels:
             points = [(row["size"], row["k"][str(k)]["p50_ms"]) for row in rows
-                      if row["engine"] == label and str(k) in row.get("k", {})]
+                      if shown_label(row) == label and str(k) in row.get("k", {})]
             if points:
                 colour, style = styles[label]
                 axis.plot(*zip(*points), marker="o", label=label, color=colour, linestyle=style)
@@ -70,15 +82,17 @@ def table(rows: list[dict], ks: list[int]) -> str:
     lines = [" | ".join(header)]
     for row in rows:
         if "stopped" in row:
-            lines.append(f"{row['engine']} | {row['size']:,} | stopped: {row['stopped']}")
+            lines.append(f"{shown_label(row)} | {row['size']:,} | stopped: {row['stopped']}")
             continue
-        cells = [row["engine"], f"{row['size']:,}", f"{row['build_seconds']:.1f}", f"{row['bytes'] / 2**20:.1f}",
+        cells = [shown_label(row), f"{row['size']:,}", f"{row['build_seconds']:.1f}", f"{row['bytes'] / 2**20:.1f}",
                  f"{row['resident_bytes'] / 2**20:.0f}"]
         for k in ks:
             figures = row["k"][str(k)]
             cells += [f"{figures['p50_ms']:.2f}", f"{figures['p99_ms']:.2f}", f"{figures.get('recall', float('nan')):.4f}"]
         cells += [f"{row[m]:.4f}" if isinstance(row.get(m), float) else "-" for m in ("ndcg_cut_10", "mrr_10")]
         lines.append(" | ".join(cells))
+    if any(row.get("end_to_end") for row in rows):
+        lines.append(END_TO_END_NOTE)
     if any(isinstance(row.get("ndcg_cut_10"), float) for row in rows):
         lines.append(PREFIX_NOTE)
     return "\n".join(lines)
