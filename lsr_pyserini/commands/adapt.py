@@ -19,6 +19,7 @@ import sys
 from ..core.cli import QUIET_HELP, quiet_libraries, run_main, set_threads
 from ..core.options import int_in, non_negative_float, non_negative_int, positive_float, positive_int, random_seed
 from ..models.shared_settings import LAMBDA_D, LAMBDA_Q
+from ..models.splade.config import QUERY_MODE, QUERY_WEIGHTS_LR
 
 DEFAULTS = {  # chosen on SciFact train only (docs/adapt.md)
     "base": "splade-tiny", "pseudo_queries": 4000, "steps": 0, "batch_size": 8, "group_size": 4, "lr": 2e-5,
@@ -56,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
                              f"{d['doc_max_length']}; the checkpoint keeps the base's for encoding)")
     for setting in (LAMBDA_D, LAMBDA_Q):  # the FLOPS weights SPLADE's training declares, as `train` gives them
         setting.add_to(parser, default=setting.default)
+    parser.add_argument("--query-mode", choices=QUERY_MODE.choices, default="model",
+                        help="model: queries run through the base's masked LM; tokenizer: inference-free queries, "
+                             "each distinct token weighted by a learned table that starts from the corpus's IDF "
+                             "over the tokenizer's tokens (default: model)")
+    QUERY_WEIGHTS_LR.add_to(parser, default=QUERY_WEIGHTS_LR.default)
     parser.add_argument("--save-every", type=positive_int, default=50, help="checkpoint every N steps (default: 50)")
     parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: all cores)")
     parser.add_argument("--quiet", action="store_true", help=QUIET_HELP)

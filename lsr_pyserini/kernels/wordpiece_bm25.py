@@ -44,6 +44,28 @@ def pretokenize(tokenizer, texts: list[str]) -> list[list[str]]:
     return [tokenizer.convert_ids_to_tokens(row) for row in ids]
 
 
+def corpus_idf(tokenizer, texts: list[str], batch: int = 1024, progress=None) -> dict[str, float]:
+    """{token: Lucene BM25's idf} of every entry of the tokenizer's vocabulary over `texts`' tokens
+    (whole texts, no special tokens; a token in no text gets the highest idf), computed a batch of
+    texts at a time (one document's token ids are never all held at once)."""
+    from transformers.utils import logging as hf_logging
+
+    def documents():
+        for start in range(0, len(texts), batch):
+            yield from tokenizer(texts[start: start + batch], add_special_tokens=False, truncation=False)["input_ids"]
+            if progress is not None:
+                progress.update(len(texts[start: start + batch]))
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # "sequence longer than the model's maximum": intended, not truncated
+    try:
+        idf = BM25Statistics.from_token_ids(documents(), len(tokenizer)).idf()
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return {token: float(value) for token, value in zip(tokens, idf)}
+
+
 def tokenizer_fingerprint(tokenizer) -> dict:
     """What identifies a tokenizer's output: its vocabulary and how it normalises a probe text."""
     vocab = sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])

@@ -174,6 +174,9 @@ class FusedSplade(torch.nn.Module):
         bm25 = self.exact.scores(batch.queries, batch.documents)
         return self.family.loss(batch, step, extra=self.exact.weight * bm25)
 
+    def parameter_groups(self, lr: float) -> list[dict]:
+        return self.family.parameter_groups(lr)
+
     def save(self, folder) -> None:
         self.family.save(folder)
         self.exact.save(folder)
@@ -238,16 +241,27 @@ def adapt(args, say=None) -> dict:
     started = time.time()
     quiet = args.quiet
     config = base_settings("splade", args.base)
-    config.update(exact_match="bm25", exact_match_weight=args.exact_match_weight)
+    config.update(exact_match="bm25", exact_match_weight=args.exact_match_weight, query_mode=args.query_mode)
     config = {"model": config["model"], **schema_of("splade").checked(
         {k: v for k, v in config.items() if k not in ("model", "family", "name")}, "adapted model")}
     seed_everything(args.seed)
+    with tqdm(desc="reading passages", unit="passage", disable=quiet, dynamic_ncols=True) as bar:
+        texts, titles, bodies = read_passages(args.corpus, bar)
+    initial = None
+    if args.query_mode == "tokenizer":  # inference-free queries: the table starts from the corpus's IDF
+        from ..core.hf import load_tokenizer
+        from ..core.presets import resolve_model
+        from ..kernels.wordpiece_bm25 import corpus_idf
+
+        with tqdm(total=len(texts), desc="token IDF", unit="passage", disable=quiet, dynamic_ncols=True) as bar:
+            initial = corpus_idf(load_tokenizer(resolve_model(config["model"])), texts, progress=bar)
     family = SpladeFamily(config["model"], SimpleNamespace(model_config=config, lambda_d=args.lambda_d,
                                                            lambda_q=args.lambda_q,
                                                            flops_warmup_steps=FLOPS_WARMUP.default,
-                                                           margin_mse_weight=0.0))
-    with tqdm(desc="reading passages", unit="passage", disable=quiet, dynamic_ncols=True) as bar:
-        texts, titles, bodies = read_passages(args.corpus, bar)
+                                                           margin_mse_weight=0.0,
+                                                           query_weights_lr=args.query_weights_lr),
+                          initial_query_weights=initial)
+    config.update(family.decided_settings())  # the checkpoint's config names the learned table
     with tqdm(total=len(texts), desc="corpus statistics", unit="passage", disable=quiet, dynamic_ncols=True) as bar:
         exact, ids = ExactMatch.from_terms(analyzed(texts, bar), config["k1"], config["b"], args.exact_match_weight)
     queries = pseudo_queries(titles, bodies, args.pseudo_queries, args.seed) if args.steps else []

@@ -171,6 +171,37 @@ def test_same_seed_same_model_and_each_flag_changes_it(tmp_path, tiny_preset):
     assert digest(out) != first
 
 
+def test_inference_free_adapt_learns_a_query_table_from_the_corpus_idf(tmp_path, tiny_preset):
+    """--query-mode tokenizer: a query is its tokenizer's distinct tokens weighted by a table that starts
+    at the corpus's IDF over those tokens (--steps 0: exactly that, as Lucene's BM25 computes an idf)
+    and is trained with the documents, at --query-weights-lr; the queries keep their BM25 side."""
+    import math
+
+    from lsr_pyserini.api import load_encoder
+    from lsr_pyserini.core.readers import read_corpus
+
+    untrained = adapt(tmp_path / "u", tiny_preset, *with_flag(BASE_FLAGS, "--steps", "0"), "--query-mode",
+                      "tokenizer")
+    encoder = load_encoder(str(untrained))
+    assert encoder.query_mode == "tokenizer"
+    tokenized = [set(encoder.tokenizer(doc.text, add_special_tokens=False)["input_ids"])
+                 for doc in read_corpus(str(CORPUS))]
+    vocabulary = encoder.tokenizer.get_vocab()
+    table = json.loads((untrained / "query_weights.json").read_text())
+    for token in ("vitamin", "the", "[unused0]" if "[unused0]" in vocabulary else "[PAD]"):
+        df = sum(vocabulary[token] in ids for ids in tokenized)
+        assert table[token] == pytest.approx(math.log(1 + (len(tokenized) - df + 0.5) / (df + 0.5)), rel=1e-6), token
+    (query,) = encoder.encode_queries(["does vitamin d prevent bone fractures"])
+    assert query["vitamin"] == pytest.approx(table["vitamin"]) and query["bm25:vitamin"] > 0
+    assert not any(token.startswith("##") for token in query if token not in table)
+    tables = {}
+    for lr in ("0.5", "0.01"):
+        out = adapt(tmp_path / lr, tiny_preset, *BASE_FLAGS, "--query-mode", "tokenizer", "--query-weights-lr", lr)
+        tables[lr] = json.loads((out / "query_weights.json").read_text())
+    moved = {lr: max(abs(learned.get(token, 0.0) - table[token]) for token in table) for lr, learned in tables.items()}
+    assert moved["0.5"] > moved["0.01"] > 0
+
+
 def test_killed_and_rerun_gives_the_same_model(tmp_path, tiny_preset):
     flags = [*with_flag(BASE_FLAGS, "--steps", "300"), "--save-every", "5"]
     whole = digest(adapt(tmp_path / "whole", tiny_preset, *flags))

@@ -190,10 +190,15 @@ def test_splade_fine_tuning_saves_a_checkpoint_the_encoder_loads(tiny_mlm, tiny_
     assert_same_vectors(load_encoder(str(out)), out, QUERY_TEXTS, DOCUMENTS, 100)
 
 
-def test_splade_training_keeps_inference_free_queries_and_their_table(tiny_mlm, negatives, tmp_path):
-    """An inference-free base: the checkpoint keeps its term table (in the folder, for `--encoder
-    DIR`; as SparseStaticEmbedding's weights, for sentence-transformers' Router)."""
+def test_splade_training_learns_the_inference_free_query_table(tiny_mlm, negatives, tmp_path):
+    """An inference-free base: the training queries are its tokenizer's tokens weighted by its table,
+    and that table is learned (its own learning rate, --query-weights-lr): the tokens of the training
+    queries move, a token in no training query keeps its weight, a token absent from the table stays
+    out (ReLU(0) has no gradient). The checkpoint holds the learned table (query_weights.json, for
+    `--encoder DIR`; SparseStaticEmbedding's weights, for sentence-transformers' Router); a plain base
+    becomes inference-free with --query-mode tokenizer, its table starting at 1."""
     from lsr_pyserini.api import load_encoder
+    from lsr_pyserini.core.hf import read_family
     from lsr_pyserini.train.__main__ import main as train_main
     from test_st_layout import DOCUMENTS, QUERIES as QUERY_TEXTS, assert_same_vectors
 
@@ -201,20 +206,34 @@ def test_splade_training_keeps_inference_free_queries_and_their_table(tiny_mlm, 
 
     base = tmp_path / "base"
     shutil.copytree(tiny_mlm, base)
-    (base / "terms.json").write_text(json.dumps({"vitamin": 2.5, "bone": 1.25, "sleep": 0.5}))
+    start = {"vitamin": 2.5, "bone": 1.25, "sleep": 0.5}
+    (base / "terms.json").write_text(json.dumps(start))
     preset = tmp_path / "if.yaml"
     preset.write_text(f"family: splade\nmodel: {base}\nquery_mode: tokenizer\nquery_weights: terms.json\n"
                       f"doc_max_length: 24\n")
-    out = tmp_path / "ft"
-    train_main(["splade", "--queries", str(QUERIES), "--qrels", str(QRELS), "--corpus", str(CORPUS),
-                "--negatives", str(negatives), "--output", str(out), "--base", str(preset), "--batch-size", "2",
-                "--max-steps", "1", "--quiet"])
-    assert (out / "router_config.json").is_file()
+    common = ["splade", "--queries", str(QUERIES), "--qrels", str(QRELS), "--corpus", str(CORPUS),
+              "--negatives", str(negatives), "--batch-size", "2", "--max-steps", "3", "--quiet"]
+    tables = {}
+    for lr in ("0.5", "0.05"):
+        out = tmp_path / f"ft-{lr}"
+        train_main([*common, "--output", str(out), "--base", str(preset), "--query-weights-lr", lr, "--lr", "1e-4"])
+        assert (out / "router_config.json").is_file()
+        assert read_family(out)["config"]["query_weights"] == "query_weights.json"
+        tables[lr] = json.loads((out / "query_weights.json").read_text())
     shutil.rmtree(base)  # the checkpoint holds all it needs
-    encoder = load_encoder(str(out))
-    assert encoder.query_mode == "tokenizer" and encoder.query_weight_table == {"vitamin": 2.5, "bone": 1.25,
-                                                                               "sleep": 0.5}
-    assert_same_vectors(encoder, out, QUERY_TEXTS, DOCUMENTS, 100)
+    learned = tables["0.5"]
+    assert set(learned) <= set(start) and learned["sleep"] == start["sleep"]  # in no training query
+    assert abs(learned["vitamin"] - start["vitamin"]) > 0.1
+    assert abs(tables["0.05"]["vitamin"] - start["vitamin"]) < abs(learned["vitamin"] - start["vitamin"])
+    encoder = load_encoder(str(tmp_path / "ft-0.5"))
+    assert encoder.query_mode == "tokenizer" and encoder.query_weight_table == pytest.approx(learned)
+    assert_same_vectors(encoder, tmp_path / "ft-0.5", QUERY_TEXTS, DOCUMENTS, 100)
+    # a plain SPLADE base made inference-free: every token starts at 1, the training queries' move
+    out = tmp_path / "plain"
+    train_main([*common, "--output", str(out), "--base", str(tiny_mlm), "--query-mode", "tokenizer"])
+    table = json.loads((out / "query_weights.json").read_text())
+    vocabulary = load_encoder(str(out)).tokenizer.get_vocab()
+    assert len(table) >= len(vocabulary) - 10 and table["sleep"] == 1.0 and table["vitamin"] != 1.0
 
 
 def test_same_seed_same_model_and_resume_is_exact(tiny_mlm, negatives, tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...core.declarations import Schema, Setting
 from ..registry import family
-from ...core.options import non_negative_float
+from ...core.options import non_negative_float, positive_float
 from ..exact_match import EXACT_STATS_FILE, MODES
 from ..shared_settings import B, DOC_MAX_LENGTH, DOC_TOP_K, K1, QUANTIZE, QUERY_MAX_LENGTH, QUERY_TOP_K, SPARSE_COMMON
 
@@ -21,6 +21,9 @@ EXACT_MATCH_WEIGHT = Setting("exact_match_weight", 2.0, "weight of the BM25 scor
                              "exact_match is bm25: a query-side weight per term occurrence, so it changes at query time "
                              "without encoding the corpus again",
                              non_negative_float)
+# a training setting (models/splade/training.py), here so that commands declare it without importing torch
+QUERY_WEIGHTS_LR = Setting("query_weights_lr", 0.01, "AdamW learning rate of the inference-free query weight table "
+                           "(query_mode tokenizer; the transformer keeps --lr)", positive_float)
 POOLINGS, QUERY_MODES = POOLING.choices, QUERY_MODE.choices
 
 SCHEMA = family(Schema("splade", SPARSE_COMMON + (POOLING, DOC_MAX_LENGTH, QUERY_MAX_LENGTH, DOC_TOP_K, QUERY_TOP_K,
