@@ -195,9 +195,9 @@ def test_inference_free_adapt_learns_a_query_table_from_the_corpus_idf(tmp_path,
     assert query["vitamin"] == pytest.approx(table["vitamin"]) and query["bm25:vitamin"] > 0
     assert not any(token.startswith("##") for token in query if token not in table)
     tables = {}
-    for lr in ("0.5", "0.01"):
-        out = adapt(tmp_path / lr, tiny_preset, *BASE_FLAGS, "--query-mode", "tokenizer", "--query-weights-lr", lr)
-        tables[lr] = json.loads((out / "query_weights.json").read_text())
+    for rate in (("--query-weights-lr", "0.5"), ("--query-weights-lr", "0.01")):
+        out = adapt(tmp_path / rate[1], tiny_preset, *BASE_FLAGS, "--query-mode", "tokenizer", *rate)
+        tables[rate[1]] = json.loads((out / "query_weights.json").read_text())
     moved = {lr: max(abs(learned.get(token, 0.0) - table[token]) for token in table) for lr, learned in tables.items()}
     assert moved["0.5"] > moved["0.01"] > 0
 

@@ -209,14 +209,14 @@ def test_splade_training_learns_the_inference_free_query_table(tiny_mlm, negativ
     start = {"vitamin": 2.5, "bone": 1.25, "sleep": 0.5}
     (base / "terms.json").write_text(json.dumps(start))
     preset = tmp_path / "if.yaml"
-    preset.write_text(f"family: splade\nmodel: {base}\nquery_mode: tokenizer\nquery_weights: terms.json\n"
-                      f"doc_max_length: 24\n")
+    preset.write_text(f"family: splade\nmodel: {base}\nquery_mode: tokenizer\ndoc_max_length: 24\n")
     common = ["splade", "--queries", str(QUERIES), "--qrels", str(QRELS), "--corpus", str(CORPUS),
               "--negatives", str(negatives), "--batch-size", "2", "--max-steps", "3", "--quiet"]
     tables = {}
-    for lr in ("0.5", "0.05"):
-        out = tmp_path / f"ft-{lr}"
-        train_main([*common, "--output", str(out), "--base", str(preset), "--query-weights-lr", lr, "--lr", "1e-4"])
+    for rate in (["--query-weights-lr", "0.5"], ["--query-weights-lr", "0.05"]):
+        lr, out = rate[1], tmp_path / f"ft-{rate[1]}"
+        train_main([*common, "--output", str(out), "--base", str(preset), "--query-weights", "terms.json", *rate,
+                    "--lr", "1e-4"])
         assert (out / "router_config.json").is_file()
         assert read_family(out)["config"]["query_weights"] == "query_weights.json"
         tables[lr] = json.loads((out / "query_weights.json").read_text())
