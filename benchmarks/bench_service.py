@@ -6,7 +6,9 @@
 
 1. In-process (this process): `Searcher.search` one query at a time, and `Searcher.batch_search`
    of all the queries with --threads threads, each for --seconds; the one-at-a-time rankings are
-   the reference every service response is compared with.
+   the reference every service response is compared with. One client and `Searcher.search` are
+   measured in --rounds alternating turns (--seconds / rounds each, the latencies pooled), so that
+   the machine's drift over a run falls on both sides of their ratio.
 2. The service (`python -m lsr_pyserini.serve`, its own process, the same index, encoder, engine
    and threads) driven over loopback by N concurrent clients for --seconds at each N: a small
    asyncio HTTP/1.1 client of its own (keep-alive connections, one per client; lighter than
@@ -60,13 +62,7 @@ def in_process(args, queries) -> tuple[dict, dict]:
     reference = {}
     for text in texts:  # warm, and the reference
         reference[text] = [(hit.docid, hit.score) for hit in searcher.search(text, k=args.hits)]
-    latencies, started, position = [], time.perf_counter(), 0
-    while time.perf_counter() - started < args.seconds:
-        text = texts[position % len(texts)]
-        began = time.perf_counter()
-        searcher.search(text, k=args.hits)
-        latencies.append(time.perf_counter() - began)
-        position += 1
+    latencies = search_alone(searcher, texts, args.hits, args.seconds)
     alone = {"queries_per_second": len(latencies) / sum(latencies), **percentiles(latencies)}
     qids = [str(i) for i in range(len(texts))]
     searcher.batch_search(texts, qids, k=args.hits, threads=args.threads)  # warm
@@ -77,8 +73,39 @@ def in_process(args, queries) -> tuple[dict, dict]:
         differing += sum([(h.docid, h.score) for h in found[qid]] != reference[text] for qid, text in zip(qids, texts))
     batch = {"queries_per_second": searched / (time.perf_counter() - started), "threads": args.threads,
              "differing": differing}
-    searcher.close()
-    return {"search": alone, "batch_search": batch}, reference
+    return {"search": alone, "batch_search": batch}, reference, searcher
+
+
+def search_alone(searcher, texts: list[str], hits: int, seconds: float, start: int = 0) -> list[float]:
+    """Seconds of each `Searcher.search`, one query at a time for `seconds`."""
+    latencies, started, position = [], time.perf_counter(), start
+    while time.perf_counter() - started < seconds:
+        text = texts[position % len(texts)]
+        began = time.perf_counter()
+        searcher.search(text, k=hits)
+        latencies.append(time.perf_counter() - began)
+        position += 1
+    return latencies
+
+
+def one_client_rounds(args, searcher, host, port, queries, reference) -> tuple[dict, dict]:
+    """(in-process `search` figures, the 1-client row), measured in `args.rounds` alternating turns."""
+    texts = [text for _, text in queries]
+    alone, rows = [], []
+    for turn in range(args.rounds):
+        alone += search_alone(searcher, texts, args.hits, args.seconds / args.rounds, start=turn * 97)
+        rows.append(asyncio.run(drive(host, port, 1, args.seconds / args.rounds, queries, args.hits, reference)))
+    pooled = [latency for row in rows for latency in row.pop("latencies")]
+    inside = [latency for row in rows for latency in row.pop("inside")]
+    elapsed = sum(row["elapsed_s"] for row in rows)
+    row = {"clients": 1, "queries_per_second": len(pooled) / elapsed, **percentiles(pooled),
+           "service_p50_ms": percentiles(inside)["p50_ms"], "requests": len(pooled),
+           "errors": sum(row["errors"] for row in rows), "differing": sum(row["differing"] for row in rows),
+           "statuses": {}, "rounds": args.rounds}
+    for part in rows:
+        for status, count in part["statuses"].items():
+            row["statuses"][status] = row["statuses"].get(status, 0) + count
+    return {"queries_per_second": len(alone) / sum(alone), **percentiles(alone), "rounds": args.rounds}, row
 
 
 class Connection:
@@ -120,7 +147,7 @@ class Connection:
 async def drive(host, port, clients: int, seconds: float, queries, hits: int, reference: dict) -> dict:
     path = "/v1/indexes/bench/search"
     bodies = [(text, json.dumps({"query": text, "hits": hits}).encode()) for _, text in queries]
-    latencies, errors, differing, statuses = [], 0, 0, {}
+    latencies, errors, differing, statuses, inside = [], 0, 0, {}, []
     deadline = time.perf_counter() + seconds
 
     async def client(number: int):
@@ -144,6 +171,7 @@ async def drive(host, port, clients: int, seconds: float, queries, hits: int, re
                     errors += 1
                     continue
                 answer = json.loads(payload)
+                inside.append(answer["took_ms"] / 1000.0)
                 differing += [(c["docid"], c["score"]) for c in answer["candidates"]] != reference[text]
         finally:
             connection.close()
@@ -152,8 +180,10 @@ async def drive(host, port, clients: int, seconds: float, queries, hits: int, re
     await asyncio.gather(*[client(number) for number in range(clients)])
     elapsed = time.perf_counter() - started
     return {"clients": clients, "queries_per_second": len(latencies) / elapsed, **percentiles(latencies),
+            "service_p50_ms": percentiles(inside)["p50_ms"],
             "requests": len(latencies), "errors": errors, "differing": differing,
-            "statuses": {str(k): v for k, v in sorted(statuses.items())}}
+            "statuses": {str(k): v for k, v in sorted(statuses.items())},
+            "elapsed_s": elapsed, "latencies": latencies, "inside": inside}
 
 
 def start_service(args, folder: Path) -> tuple[subprocess.Popen, str, int]:
@@ -197,6 +227,7 @@ async def soak(host, port, process, args, queries, reference) -> dict:
     load = asyncio.create_task(drive(host, port, args.soak_clients, args.soak_seconds, queries, args.hits, reference))
     await sample()
     result = await load
+    del result["latencies"], result["inside"]
     samples.append((args.soak_seconds, resident_mib(process.pid)))
     after_minute = next((rss for at, rss in samples if at >= 60), samples[0][1])
     result.update({"seconds": args.soak_seconds, "rss_after_first_minute_mib": after_minute,
@@ -249,13 +280,15 @@ def main() -> None:
     parser.add_argument("--encoder-threads", type=positive_int, default=1, help="the service's torch threads")
     parser.add_argument("--max-batch", type=positive_int, default=32)
     parser.add_argument("--max-wait-ms", type=float, default=0.0)
+    parser.add_argument("--rounds", type=positive_int, default=3,
+                        help="alternating turns of 1 client and in-process search (default: 3)")
     parser.add_argument("--soak-seconds", type=float, default=0.0, help="0: no soak")
     parser.add_argument("--soak-clients", type=positive_int, default=16)
     parser.add_argument("--json", required=True)
     parser.add_argument("--plot", help="PNG of queries/s and p99 against clients")
     args = parser.parse_args()
     queries = [(query.id, query.text) for query in read_queries(args.queries)]
-    figures, reference = in_process(args, queries)
+    figures, reference, searcher = in_process(args, queries)
     print(f"in-process search: {figures['search']['queries_per_second']:.1f} q/s, p50 "
           f"{figures['search']['p50_ms']:.2f} ms; batch_search (threads {args.threads}): "
           f"{figures['batch_search']['queries_per_second']:.1f} q/s", flush=True)
@@ -265,17 +298,24 @@ def main() -> None:
         try:
             asyncio.run(drive(host, port, 4, 2.0, queries, args.hits, reference))  # warm the connections
             for clients in args.clients:
-                row = asyncio.run(drive(host, port, clients, args.seconds, queries, args.hits, reference))
+                if clients == 1:
+                    figures["search"], row = one_client_rounds(args, searcher, host, port, queries, reference)
+                    print(f"in-process search, alternating with 1 client ({args.rounds} rounds): "
+                          f"p50 {figures['search']['p50_ms']:.2f} ms", flush=True)
+                else:
+                    row = asyncio.run(drive(host, port, clients, args.seconds, queries, args.hits, reference))
+                    del row["latencies"], row["inside"]
                 rows.append(row)
                 print(f"{clients:3d} clients: {row['queries_per_second']:7.1f} q/s  p50 {row['p50_ms']:7.2f} ms  "
-                      f"p99 {row['p99_ms']:7.2f} ms  errors {row['errors']}  differing {row['differing']}", flush=True)
+                      f"p99 {row['p99_ms']:7.2f} ms  (inside the service: p50 {row['service_p50_ms'] or 0:.2f} ms)  errors {row['errors']}  differing {row['differing']}", flush=True)
             soaked = asyncio.run(soak(host, port, process, args, queries, reference)) if args.soak_seconds else None
         finally:
             process.send_signal(signal.SIGTERM)
             exit_status = process.wait(120)
+            searcher.close()
     report = {"engine": args.engine or "auto", "encoder": args.encoder, "index": args.index, "hits": args.hits,
               "service_settings": {"threads": args.threads, "encoder_threads": args.encoder_threads,
-                                   "max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms},
+                                   "max_batch": args.max_batch, "max_wait_ms": args.max_wait_ms, "rounds": args.rounds},
               "queries": len(queries), "seconds": args.seconds, "environment": environment(args.threads),
               "in_process": figures, "service": rows, "soak": soaked, "service_exit_status": exit_status}
     by_clients = {row["clients"]: row for row in rows}

@@ -162,7 +162,7 @@ def add_routes(app: FastAPI, backend: Backend) -> None:
     routes, which answer first where both match: no index is named `indexes`)."""
     config = backend.config
 
-    def authorised(request: Request) -> None:
+    async def authorised(request: Request) -> None:  # async: no thread-pool hop (rest.py, json_content)
         check_key(config, request.headers)
 
     def checked(request: Request, parse: bool, max_doc_length: int | None) -> None:

@@ -4,13 +4,17 @@ before it was kept have none) and its integer impacts (`vector`).
 
 An impact index does not store its documents (`lucene index --impact` without `--storeRaw`), nor
 does Seismic; the shards they were built from do. `ShardDocuments(folder)` reads every shard once,
-keeping only where each record starts (file, byte offset), and then reads one record per lookup.
-Thread-safe: each lookup opens its own file handle.
+keeping only where each record starts and ends (file, byte offset, length), and then reads one
+record per lookup. Thread-safe: an uncompressed shard is read with `os.pread` on a descriptor kept
+open (no seek, no shared position), a gzipped one through a handle of the lookup's own. A document's
+fields are parsed without its vector where the record ends with it, as `encode corpus` writes them
+(a SciFact record's vector is most of its bytes: ten documents in 0.2 ms instead of 0.6).
 """
 from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import threading
 from pathlib import Path
@@ -18,6 +22,8 @@ from pathlib import Path
 from ..core.errors import InputError
 
 LEADING_ID = re.compile(rb'^\{"id": ("(?:[^"\\]|\\.)*")')
+# the vector as the last key: inside a JSON string a quote is escaped, so this is only ever the key
+VECTOR_KEY = b', "vector": {'
 
 
 class ShardDocuments:
@@ -26,22 +32,49 @@ class ShardDocuments:
 
         self.folder = Path(folder)
         self.files = vector_files(self.folder)
-        self._offsets: dict[str, tuple[int, int]] | None = None
+        self._offsets: dict[str, tuple[int, int, int]] | None = None
+        self._descriptors: dict[int, int] = {}  # shard number -> descriptor kept open (uncompressed shards)
         self._lock = threading.Lock()
 
-    def _positions(self) -> dict[str, tuple[int, int]]:
+    def _positions(self) -> dict[str, tuple[int, int, int]]:
         with self._lock:
             if self._offsets is None:
-                offsets: dict[str, tuple[int, int]] = {}
+                offsets: dict[str, tuple[int, int, int]] = {}
                 for number, path in enumerate(self.files):
                     with self._open(path) as handle:
                         position = handle.tell()
                         for line in iter(handle.readline, b""):
                             if line.strip():
-                                offsets.setdefault(self._docid(line, path), (number, position))
+                                offsets.setdefault(self._docid(line, path), (number, position, len(line)))
                             position = handle.tell()
                 self._offsets = offsets
             return self._offsets
+
+    def _line(self, number: int, offset: int, length: int) -> bytes:
+        path = self.files[number]
+        if path.suffix == ".gz":
+            with self._open(path) as handle:
+                handle.seek(offset)
+                return handle.readline()
+        descriptor = self._descriptors.get(number)
+        if descriptor is None:
+            with self._lock:
+                descriptor = self._descriptors.get(number)
+                if descriptor is None:
+                    descriptor = self._descriptors[number] = os.open(path, os.O_RDONLY)
+        return os.pread(descriptor, length, offset)
+
+    def close(self) -> None:
+        with self._lock:
+            descriptors, self._descriptors = list(self._descriptors.values()), {}
+        for descriptor in descriptors:
+            os.close(descriptor)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
 
     @staticmethod
     def _open(path: Path):
@@ -68,21 +101,29 @@ class ShardDocuments:
     def record(self, docid: str) -> dict | None:
         """The shard record of `docid` (`id`[, `title`], `contents`, `vector`), or None when no shard has it."""
         found = self._positions().get(docid)
-        if found is None:
-            return None
-        number, offset = found
-        with self._open(self.files[number]) as handle:
-            handle.seek(offset)
-            return json.loads(handle.readline())
+        return None if found is None else json.loads(self._line(*found))
 
     def text(self, docid: str) -> str | None:
         record = self.record(docid)
         return None if record is None else str(record.get("contents", ""))
 
     def document(self, docid: str) -> dict | None:
-        """`{"contents"[, "title"]}` of `docid` (see `document_fields`), or None when no shard has it."""
-        record = self.record(docid)
-        return None if record is None else document_fields(record)
+        """`{"contents"[, "title"]}` of `docid` (see `document_fields`), or None when no shard has it.
+        The record is parsed up to its vector where the vector is its last key and `contents` comes
+        before it (as `encode corpus` writes); whole otherwise."""
+        found = self._positions().get(docid)
+        if found is None:
+            return None
+        line = self._line(*found)
+        cut = line.rfind(VECTOR_KEY)
+        if cut > 0 and line.rstrip().endswith(b"}}"):  # the vector's object closes the record
+            try:
+                fields = json.loads(line[:cut] + b"}")
+            except ValueError:
+                fields = None
+            if isinstance(fields, dict) and "contents" in fields:
+                return document_fields(fields)
+        return document_fields(json.loads(line))
 
     def vector(self, docid: str) -> dict | None:
         record = self.record(docid)
