@@ -296,7 +296,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         process, host, port = start_service(args, Path(scratch))
         try:
-            asyncio.run(drive(host, port, 4, 2.0, queries, args.hits, reference))  # warm the connections
+            # warm the connections and the service (its JIT-compiled Lucene search: as long as the in-process warm-up)
+            asyncio.run(drive(host, port, 4, args.seconds, queries, args.hits, reference))
             for clients in args.clients:
                 if clients == 1:
                     figures["search"], row = one_client_rounds(args, searcher, host, port, queries, reference)
