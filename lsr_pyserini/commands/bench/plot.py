@@ -50,7 +50,8 @@ def plot(rows: list[dict], ks: list[int], path: str, title: str) -> None:
     import matplotlib.pyplot as plt
 
     labels = list(dict.fromkeys(shown_label(row) for row in rows))
-    rows_of_legend = (len(labels) + 1) // 2
+    columns = 1 if max((len(label) for label in labels), default=0) > 45 else 2  # long engine options: one a line
+    rows_of_legend = (len(labels) + columns - 1) // columns
     figure, axes = plt.subplots(1, len(ks), figsize=(6 * len(ks), 4.5 + 0.22 * rows_of_legend), squeeze=False)
     styles = engine_styles(rows)
     for axis, k in zip(axes[0], ks):
@@ -68,10 +69,10 @@ def plot(rows: list[dict], ks: list[int], path: str, title: str) -> None:
         axis.grid(True, which="both", alpha=0.3)
     handles, names = axes[0][0].get_legend_handles_labels()
     # below the panels, so no engine's line is hidden behind it
-    figure.legend(handles, names, loc="lower center", ncol=2, fontsize=8, frameon=False)
+    figure.legend(handles, names, loc="lower center", ncol=columns, fontsize=8, frameon=False)
     figure.suptitle(title, fontsize=9)
     figure.tight_layout(rect=(0, 0.05 * rows_of_legend * 4.5 / (4.5 + 0.22 * rows_of_legend) / 0.9, 1, 1))
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, bbox_inches="tight")  # a legend wider than the panels is kept whole
     plt.close(figure)
 
 
