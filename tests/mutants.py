@@ -123,6 +123,9 @@ CASES = [
  ("the JVM takes SIGTERM over (no -Xrs)", "lsr_pyserini/core/jvm.py",
   'options = ["-Xrs"]', "options = []",
   ["tests/core/test_java.py", "-k", "sigterm"]),
+ ("a document read stops at the vector key even where the vector is not last", "lsr_pyserini/stores/documents.py",
+  'if cut > 0 and line.rstrip().endswith(b"}}"):', "if cut > 0:",
+  ["tests/core/test_shard_documents.py"]),
 ]
 
 
