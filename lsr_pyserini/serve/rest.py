@@ -132,9 +132,10 @@ JSON_TYPES = ("application/json",)
 
 
 async def json_content(request: Request) -> None:
-    """(async, as every dependency here: FastAPI runs a plain `def` dependency on its thread pool,
-    two thread hops a request, a few tenths of a millisecond at one client.) 415 for a body declared as another content type than JSON (a form, text) or as none: FastAPI
-    read it as no fields at all, and refused it with a 422 about 'a valid dictionary'."""
+    """415 for a body declared as another content type than JSON (a form, text) or as none: FastAPI
+    read it as no fields at all, and refused it with a 422 about 'a valid dictionary'. Async, as
+    every dependency here: FastAPI runs a plain `def` dependency on its thread pool (a thread hop
+    each, a few tenths of a millisecond a request at one client)."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media not in JSON_TYPES and not media.endswith("+json"):  # none: FastAPI reads no JSON either
         raise Refusal(415, "body: send JSON with 'Content-Type: application/json', not "
