@@ -95,16 +95,15 @@ def one_client_rounds(args, searcher, host, port, queries, reference) -> tuple[d
     for turn in range(args.rounds):
         alone += search_alone(searcher, texts, args.hits, args.seconds / args.rounds, start=turn * 97)
         rows.append(asyncio.run(drive(host, port, 1, args.seconds / args.rounds, queries, args.hits, reference)))
-    pooled = [latency for row in rows for latency in row.pop("latencies")]
-    inside = [latency for row in rows for latency in row.pop("inside")]
-    elapsed = sum(row["elapsed_s"] for row in rows)
-    row = {"clients": 1, "queries_per_second": len(pooled) / elapsed, **percentiles(pooled),
-           "service_p50_ms": percentiles(inside)["p50_ms"], "requests": len(pooled),
-           "errors": sum(row["errors"] for row in rows), "differing": sum(row["differing"] for row in rows),
-           "statuses": {}, "rounds": args.rounds}
+    statuses = {}
     for part in rows:
         for status, count in part["statuses"].items():
-            row["statuses"][status] = row["statuses"].get(status, 0) + count
+            statuses[status] = statuses.get(status, 0) + count
+    row = summary(1, [latency for part in rows for latency in part["latencies"]],
+                  [latency for part in rows for latency in part["inside"]], sum(part["elapsed_s"] for part in rows),
+                  sum(part["errors"] for part in rows), sum(part["differing"] for part in rows), statuses)
+    del row["latencies"], row["inside"]
+    row["rounds"] = args.rounds
     return {"queries_per_second": len(alone) / sum(alone), **percentiles(alone), "rounds": args.rounds}, row
 
 
@@ -178,7 +177,13 @@ async def drive(host, port, clients: int, seconds: float, queries, hits: int, re
 
     started = time.perf_counter()
     await asyncio.gather(*[client(number) for number in range(clients)])
-    elapsed = time.perf_counter() - started
+    return summary(clients, latencies, inside, time.perf_counter() - started, errors, differing, statuses)
+
+
+def summary(clients: int, latencies: list[float], inside: list[float], elapsed: float, errors: int, differing: int,
+            statuses: dict) -> dict:
+    """A row of the table: `clients`' figures from their latencies (and the answers' `took_ms`,
+    `inside`), which it keeps under "latencies" and "inside" for rows pooled from several turns."""
     return {"clients": clients, "queries_per_second": len(latencies) / elapsed, **percentiles(latencies),
             "service_p50_ms": percentiles(inside)["p50_ms"],
             "requests": len(latencies), "errors": errors, "differing": differing,

@@ -104,8 +104,8 @@ class ShardDocuments:
         return None if found is None else json.loads(self._line(*found))
 
     def text(self, docid: str) -> str | None:
-        record = self.record(docid)
-        return None if record is None else str(record.get("contents", ""))
+        document = self.document(docid)
+        return None if document is None else document["contents"]
 
     def document(self, docid: str) -> dict | None:
         """`{"contents"[, "title"]}` of `docid` (see `document_fields`), or None when no shard has it.
